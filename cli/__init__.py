@@ -1,0 +1,1 @@
+"""The tensorctl command line: thin click commands over refimpl and conformance."""
