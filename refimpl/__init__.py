@@ -1,0 +1,89 @@
+"""refimpl: a small, readable runtime with PyTorch's semantics.
+
+``import refimpl as t`` reads like ``import torch as t``: dtypes, devices, tensors,
+the ops, autograd (``refimpl.autograd``) and the CUDA runtime (``refimpl.cuda``).
+CPU tensors compute with numpy; CUDA tensors live on a real GPU through the CUDA
+driver API.
+"""
+
+from __future__ import annotations
+
+from refimpl import _dtype
+from refimpl._device import device
+from refimpl._dtype import (
+    bfloat16, complex32, complex64, complex128, dtype, float16, float32, float64,
+    get_default_dtype, int8, int16, int32, int64, set_default_dtype, uint8,
+)
+from refimpl._storage import UntypedStorage
+from refimpl._tensor import Size, Tensor
+from refimpl import ops as _ops
+from refimpl import _tensor_methods
+
+bool = _dtype.bool_  # noqa: A001 - torch.bool
+half, float, double = float16, float32, float64  # noqa: A001
+cfloat, cdouble, chalf = complex64, complex128, complex32
+short, int, long = int16, int32, int64  # noqa: A001
+
+__version__ = "0.1.0"
+
+_tensor_methods.bind()
+for _module in _ops.loaded:
+    for _name in getattr(_module, "__all__", ()):
+        globals()[_name] = getattr(_module, _name)
+
+from refimpl import autograd  # noqa: E402
+from refimpl.autograd.grad_mode import (  # noqa: E402
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+
+
+def promote_types(type1: dtype, type2: dtype) -> dtype:
+    """The smallest dtype both can be cast to (spec TENSOR-101)."""
+    return _dtype.promote_types(type1, type2)
+
+
+def result_type(tensor1, tensor2) -> dtype:
+    """The dtype an arithmetic op on the two operands produces (spec TENSOR-102)."""
+    from refimpl.ops._helpers import result_type as _rt
+
+    return _rt(tensor1, tensor2)
+
+
+def can_cast(from_: dtype, to: dtype) -> builtins_bool:  # type: ignore[name-defined]
+    """Whether torch's casting rules allow ``from_`` into ``to`` (spec TENSOR-103)."""
+    return _dtype.can_cast(from_, to)
+
+
+def is_tensor(obj) -> builtins_bool:  # type: ignore[name-defined]
+    """True for refimpl tensors."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> builtins_bool:  # type: ignore[name-defined]
+    """True when the tensor's dtype is floating."""
+    return input.dtype.is_floating_point
+
+
+def is_complex(input: Tensor) -> builtins_bool:  # type: ignore[name-defined]
+    """True when the tensor's dtype is complex."""
+    return input.dtype.is_complex
+
+
+def numel(input: Tensor) -> builtins_int:  # type: ignore[name-defined]
+    """The number of elements."""
+    return input.numel()
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_bool, builtins_int = _builtins.bool, _builtins.int
+
+
+def __getattr__(name: str):
+    # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
+    if name == "cuda":
+        import importlib
+
+        return importlib.import_module("refimpl.cuda")
+    raise AttributeError(f"module 'refimpl' has no attribute '{name}'")

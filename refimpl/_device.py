@@ -1,0 +1,105 @@
+"""Devices (spec: TENSOR-020 and following).
+
+``device("cuda:1")``, ``device("cuda", 1)`` and ``device("cpu")`` as in torch; device
+strings are parsed strictly and errors carry torch's messages.
+"""
+
+from __future__ import annotations
+
+import re
+
+_KNOWN_TYPES = (
+    "cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, maia, xla, lazy, "
+    "vulkan, mps, meta, hpu, mtia, privateuseone"
+)
+_SUPPORTED = ("cpu", "cuda", "meta")
+_DEVICE_RE = re.compile(r"^([a-z]+)(?::(0|[1-9][0-9]*))?$")
+
+
+class device:  # noqa: N801 - torch's spelling
+    """A device: a type (``cpu``, ``cuda``, ``meta``) and an optional index."""
+
+    __slots__ = ("type", "index")
+
+    def __new__(cls, type_or_str, index: int | None = None):
+        if isinstance(type_or_str, device):
+            if index is not None:
+                raise TypeError("device(): a device object does not take an index")
+            return type_or_str
+        self = object.__new__(cls)
+        if isinstance(type_or_str, int) and not isinstance(type_or_str, bool):
+            if type_or_str < 0:
+                raise RuntimeError(f"Device index must not be negative")
+            self.type, self.index = "cuda", type_or_str
+            return self
+        if not isinstance(type_or_str, str):
+            raise TypeError(
+                f"device() received an invalid combination of arguments - got "
+                f"({type(type_or_str).__name__})"
+            )
+        text = type_or_str
+        head = text.split(":", 1)[0]
+        if not re.fullmatch(r"[a-z]+", head) or head not in _KNOWN_TYPES.split(", "):
+            raise RuntimeError(
+                f"Expected one of {_KNOWN_TYPES} device type at start of device string: {text}"
+            )
+        m = _DEVICE_RE.match(text)
+        if m is None:
+            raise RuntimeError(f"Invalid device string: '{text}'")
+        kind, idx = m.group(1), m.group(2)
+        if idx is not None and index is not None:
+            raise RuntimeError(
+                f"type (string) must not include an index because index was passed "
+                f"explicitly: {text}"
+            )
+        if idx is not None:
+            index = int(idx)
+        if index is not None and index < 0:
+            raise RuntimeError(f"Device index must not be negative")
+        if kind == "cpu" and index not in (None, 0):
+            raise RuntimeError(f"CPU device index must be -1 or zero, got {index}")
+        self.type, self.index = kind, index
+        return self
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+CPU = device("cpu")
+
+
+def as_device(d) -> device:
+    """Normalise a device argument (device, str, int, None -> cpu)."""
+    if d is None:
+        return CPU
+    if isinstance(d, device):
+        return d
+    if hasattr(d, "type") and hasattr(d, "index") and not isinstance(d, (str, int)):
+        return device(d.type, d.index)  # another library's device object
+    return device(d)
+
+
+def resolve(d) -> device:
+    """A concrete device: ``cuda`` without an index becomes the current CUDA device."""
+    d = as_device(d)
+    if d.type == "cuda" and d.index is None:
+        from refimpl import cuda
+
+        return device("cuda", cuda.current_device())
+    if d.type not in _SUPPORTED:
+        raise NotImplementedError(f"refimpl does not implement the '{d.type}' device")
+    return d

@@ -1,0 +1,267 @@
+"""The dispatcher: the one place where the layers of an op call are ordered.
+
+    dispatch(op, args, kwargs)
+      1. python modes      (fake tensor mode, user dispatch modes)   _modes
+      2. out= handling     (compute, then write into ``out``)
+      3. autograd          (records a graph node; refimpl.autograd._record)
+      4. autocast          (refimpl.autocast; identity when disabled)
+      5. the device kernel (cpu: numpy, cuda: refimpl.cuda kernels, meta: meta fn)
+
+Each layer hands the call to the next through ``redispatch``-style functions below, so
+a layer that wants "the op without me" calls the next layer directly.
+"""
+
+from __future__ import annotations
+
+from refimpl import _dtype as D
+from refimpl._device import CPU, device
+from refimpl._state import STATE
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec
+
+# Python modes, innermost last (refimpl.utils._python_dispatch pushes and pops them).
+MODE_STACK: list = []
+
+
+def tensors_in(args, kwargs=None) -> list:
+    """The tensors among ``args`` (and ``kwargs``), lists and tuples flattened once."""
+    found = []
+    for a in args:
+        if isinstance(a, Tensor):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found.extend(x for x in a if isinstance(x, Tensor))
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, Tensor):
+                found.append(a)
+            elif isinstance(a, (list, tuple)):
+                found.extend(x for x in a if isinstance(x, Tensor))
+    return found
+
+
+def dispatch(op: OpDef, args: tuple, kwargs: dict):
+    """Run ``op`` through the layers in order (see the module docstring)."""
+    if MODE_STACK:
+        mode = MODE_STACK.pop()
+        try:
+            return mode.__torch_dispatch__(op, (), args, kwargs)
+        finally:
+            MODE_STACK.append(mode)
+    if kwargs and kwargs.get("out") is not None:
+        return _with_out(op, args, kwargs)
+    return autograd_layer(op, args, kwargs)
+
+
+def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
+    """Layer 3: record a graph node when grad mode is on and an input requires grad."""
+    if STATE.grad_enabled and op.differentiable:
+        for a in args:
+            if isinstance(a, Tensor):
+                if a._requires_grad or a.grad_fn is not None:
+                    break
+            elif isinstance(a, (list, tuple)) and any(
+                isinstance(x, Tensor) and x.requires_grad for x in a
+            ):
+                break
+        else:
+            if not (kwargs and any(t.requires_grad for t in tensors_in((), kwargs))):
+                return below_autograd(op, args, kwargs)
+        from refimpl.autograd import _record
+
+        return _record.record(op, args, kwargs)
+    return below_autograd(op, args, kwargs)
+
+
+def below_autograd(op: OpDef, args: tuple, kwargs: dict):
+    """Layers 4 and 5: autocast, then the kernel of the inputs' device."""
+    return kernel_layer(op, args, kwargs)
+
+
+def common_device(op: OpDef, tensors: list) -> device:
+    """The device all tensor inputs share; 0-dim CPU tensors may join a CUDA op."""
+    dev = None
+    for t in tensors:
+        d = t._storage.device
+        if dev is None or dev == d:
+            dev = d
+            continue
+        if d.type == "cpu" and t.dim() == 0:
+            continue
+        if dev.type == "cpu" and _first_zero_dim_cpu(tensors, dev):
+            dev = d
+            continue
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{dev} and {d}!"
+        )
+    return dev if dev is not None else CPU
+
+
+def _first_zero_dim_cpu(tensors: list, dev: device) -> bool:
+    return all(t.dim() == 0 for t in tensors if t._storage.device == dev)
+
+
+def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
+    """Layer 5: views alias, in-place ops write input 0, others run the device kernel."""
+    kind = op.kind
+    if kind == "view":
+        return _make_view(op, args, kwargs)
+    if kind == "inplace":
+        return _inplace(op, args, kwargs)
+    if kind == "factory":
+        dev = kwargs.get("device")
+        dev = CPU if dev is None else _resolve(dev)
+    else:
+        dev = common_device(op, tensors_in(args, kwargs))
+    dtype_ = dev.type
+    if dtype_ == "cpu":
+        if op.cpu is None:
+            raise NotImplementedError(f"refimpl has no CPU kernel for '{op.name}'")
+        return _wrap(op.cpu(*args, **kwargs))
+    if dtype_ == "cuda":
+        if op.cuda is None:
+            raise NotImplementedError(
+                f"refimpl has no CUDA kernel for '{op.name}' yet (no CPU fallback is used)"
+            )
+        return op.cuda(*args, **kwargs)
+    if dtype_ == "meta":
+        return _from_spec(op.meta(*args, **kwargs), dev)
+    raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
+
+
+def _resolve(dev) -> device:
+    from refimpl._device import resolve
+
+    return resolve(dev)
+
+
+def _wrap(result):
+    """Turn a CPU kernel's numpy results into tensors (tensors pass through)."""
+    if isinstance(result, tuple):
+        return tuple(_wrap(r) for r in result)
+    if isinstance(result, list):
+        return [_wrap(r) for r in result]
+    if result is None or isinstance(result, (Tensor, bool, int, float, complex)):
+        return result
+    return Tensor._from_array(result)
+
+
+def _from_spec(spec, dev: device):
+    """Meta-device outputs from a meta function's specs."""
+    if isinstance(spec, tuple) and not isinstance(spec, TensorSpec):
+        return tuple(_from_spec(s, dev) for s in spec)
+    return Tensor._empty(spec.shape, spec.dtype, spec.device or dev)
+
+
+def _make_view(op: OpDef, args: tuple, kwargs: dict):
+    """A view: same storage and version counter, metadata from the op's meta function."""
+    spec = op.meta(*args, **kwargs)
+    src = args[0]
+    if isinstance(spec, ViewSpec):
+        return _alias(src, spec)
+    return tuple(_alias(src, s) for s in spec)
+
+
+def _alias(src: Tensor, spec: ViewSpec) -> Tensor:
+    base = src._base if src._base is not None else src
+    t = Tensor._make(src._storage, spec.shape, spec.stride, spec.offset, src.dtype,
+                     src._version_counter, base)
+    t._is_inference = src._is_inference
+    return t
+
+
+def _inplace(op: OpDef, args: tuple, kwargs: dict):
+    """Compute the base op, check the result fits ``self``, write it, bump the version."""
+    self = args[0]
+    result = kernel_layer(op.base, args, kwargs)
+    write_into(self, result, op.name)
+    return self
+
+
+def write_into(dst: Tensor, result: Tensor, name: str) -> None:
+    """Store ``result`` into ``dst`` (in-place ops, out=): shape and cast checks, version bump."""
+    if not D.can_cast(result.dtype, dst.dtype):
+        raise RuntimeError(
+            f"result type {D.type_name(result.dtype)} can't be cast to the desired output "
+            f"type {D.type_name(dst.dtype)}"
+        )
+    if result._shape != dst._shape:
+        from refimpl.ops._helpers import broadcast_shapes
+
+        try:
+            ok = broadcast_shapes(dst._shape, result._shape) == dst._shape
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise RuntimeError(
+                f"output with shape {list(dst._shape)} doesn't match the broadcast shape "
+                f"{list(broadcast_shapes(dst._shape, result._shape))}"
+            )
+    copy_into(dst, result)
+
+
+def copy_into(dst: Tensor, src: Tensor) -> None:
+    """Copy (broadcasting, casting) the values of ``src`` into ``dst``; bumps the version."""
+    dd, sd = dst._storage.device.type, src._storage.device.type
+    if dd == "cpu" and sd == "cpu":
+        np_dst = dst._np
+        np_src = src._np
+        if dst._storage is src._storage:
+            np_src = np_src.copy()
+        import numpy as np
+
+        np.copyto(np_dst, np_src.astype(dst.dtype.np, copy=False), casting="unsafe")
+    elif dd == "meta" or sd == "meta":
+        pass
+    else:
+        from refimpl.cuda import _tensor_ops
+
+        _tensor_ops.copy_(dst, src)
+    dst._version_counter.bump()
+
+
+def _with_out(op: OpDef, args: tuple, kwargs: dict):
+    """``op(..., out=t)``: compute without autograd, resize ``out`` if needed, write."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out")
+    if STATE.grad_enabled and any(t.requires_grad for t in tensors_in(args, kwargs)):
+        raise RuntimeError(
+            f"{op.name}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
+    if STATE.grad_enabled and isinstance(out, Tensor) and out.requires_grad:
+        raise RuntimeError(
+            f"{op.name}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
+    result = below_autograd(op, args, kwargs)
+    if isinstance(out, (tuple, list)):
+        for o, r in zip(out, result):
+            _write_out(o, r, op.name)
+        return type(out)(out) if isinstance(out, tuple) else out
+    _write_out(out, result, op.name)
+    return out
+
+
+def _write_out(out: Tensor, result: Tensor, name: str) -> None:
+    if out._storage.device != result._storage.device:
+        raise RuntimeError(
+            f"Expected out tensor to have device {result.device}, but got {out.device} instead"
+        )
+    if out._shape != result._shape:
+        if out.numel() != 0:
+            import warnings
+
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape "
+                f"{list(out._shape)}, which does not match the required output shape "
+                f"{list(result._shape)}. This behavior is deprecated, and in a future PyTorch "
+                "release outputs will not be resized unless they have zero elements. You can "
+                "explicitly reuse an out tensor t by resizing it, inplace, to zero elements "
+                "with t.resize_(0).",
+                UserWarning,
+                stacklevel=4,
+            )
+        out.resize_(result._shape)
+    write_into(out, result, name)

@@ -1,0 +1,114 @@
+"""Storage: the bytes under one or more tensors (spec: TENSOR-001 and following).
+
+A ``UntypedStorage`` owns a flat byte buffer on one device:
+
+* cpu: a numpy ``uint8`` array; its address is ``data_ptr()``;
+* cuda: a block from the caching allocator (``refimpl.cuda``), released to the
+  allocator when the storage is garbage-collected;
+* meta: no bytes at all, only a size (fake tensors and shape inference use it).
+
+Views share the storage object; nothing here copies behind the user's back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._device import CPU, device
+
+
+class UntypedStorage:
+    """A flat buffer of bytes on a device."""
+
+    __slots__ = ("_data", "_nbytes", "device", "_resizable", "__weakref__")
+
+    def __init__(self, nbytes: int = 0, *, device=None, _data=None) -> None:
+        from refimpl._device import as_device
+
+        self.device = as_device(device)
+        self._resizable = True
+        if _data is not None:
+            self._data = _data
+            self._nbytes = int(nbytes)
+            return
+        self._nbytes = int(nbytes)
+        self._data = _allocate(self._nbytes, self.device)
+
+    @classmethod
+    def _wrap_numpy(cls, array: np.ndarray) -> UntypedStorage:
+        """A CPU storage aliasing the bytes of a contiguous numpy array (no copy)."""
+        flat = array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)
+        s = cls.__new__(cls)
+        s.device, s._data, s._nbytes, s._resizable = CPU, flat, flat.nbytes, False
+        return s
+
+    def nbytes(self) -> int:
+        """Size of the storage in bytes."""
+        return self._nbytes
+
+    def size(self) -> int:
+        """Size in bytes (an untyped storage counts bytes)."""
+        return self._nbytes
+
+    def data_ptr(self) -> int:
+        """Address of the first byte (0 for an empty or meta storage)."""
+        if self.device.type == "cpu":
+            return int(self._data.ctypes.data) if self._nbytes else 0
+        if self.device.type == "cuda":
+            return int(self._data.ptr) if self._nbytes else 0
+        return 0
+
+    @property
+    def is_cuda(self) -> bool:
+        """True when the bytes live on a CUDA device."""
+        return self.device.type == "cuda"
+
+    def resize_(self, nbytes: int) -> UntypedStorage:
+        """Grow or shrink in place, keeping the common prefix of the bytes."""
+        if not self._resizable:
+            raise RuntimeError(
+                "Trying to resize storage that is not resizable"
+            )
+        nbytes = int(nbytes)
+        if self.device.type == "cpu":
+            new = np.zeros(nbytes, dtype=np.uint8)
+            n = min(nbytes, self._nbytes)
+            new[:n] = self._data[:n]
+            self._data = new
+        elif self.device.type == "cuda":
+            from refimpl.cuda import _tensor_memory
+
+            self._data = _tensor_memory.resize(self._data, self._nbytes, nbytes, self.device)
+        self._nbytes = nbytes
+        return self
+
+    def __len__(self) -> int:
+        return self._nbytes
+
+    def __repr__(self) -> str:
+        return f"UntypedStorage(device={self.device}, nbytes={self._nbytes})"
+
+
+def _allocate(nbytes: int, dev: device):
+    if dev.type == "cpu":
+        return np.zeros(nbytes, dtype=np.uint8)
+    if dev.type == "cuda":
+        from refimpl.cuda import _tensor_memory
+
+        return _tensor_memory.allocate(nbytes, dev)
+    if dev.type == "meta":
+        return None
+    raise NotImplementedError(f"refimpl does not implement storage on '{dev.type}'")
+
+
+class VersionCounter:
+    """The in-place version shared by a tensor, its views and its detached aliases."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, version: int = 0) -> None:
+        self.version = version
+
+    def bump(self) -> None:
+        """Record one in-place modification."""
+        self.version += 1

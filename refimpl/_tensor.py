@@ -1,0 +1,358 @@
+"""The Tensor: metadata (shape, stride, offset, dtype) over a Storage (spec: TENSOR-001..).
+
+A tensor never owns bytes: it is a strided window onto an ``UntypedStorage``. Views
+share the storage and the version counter and remember their ``_base``. Numeric
+methods are bound from the op registry (``refimpl/ops``) when the package is
+imported; autograd state and methods come from ``refimpl.autograd``'s mixin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._device import CPU, device
+from refimpl._storage import UntypedStorage, VersionCounter
+from refimpl.autograd._tensor_autograd import TensorAutogradMixin
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints printed as ``torch.Size([2, 3])``."""
+
+    def __repr__(self) -> str:
+        return f"torch.Size([{', '.join(str(d) for d in self)}])"
+
+    def numel(self) -> int:
+        """The number of elements of a tensor of this shape."""
+        return math.prod(self)
+
+    def __getitem__(self, item):
+        r = tuple.__getitem__(self, item)
+        return Size(r) if isinstance(item, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides (in elements) for ``shape``; size-0/1 dims as torch computes."""
+    strides = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+class Tensor(TensorAutogradMixin):
+    """A multi-dimensional, strided view of a storage, with torch's API."""
+
+    __slots__ = (
+        "_storage", "_shape", "_stride", "_offset", "dtype", "_version_counter", "_base",
+        "_np_cache", "__dict__", "__weakref__",
+    )
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def _make(cls, storage: UntypedStorage, shape, stride, offset: int, dtype: D.dtype,
+              version_counter: VersionCounter | None = None, base: Tensor | None = None):
+        """Build a tensor over ``storage`` without copying (internal)."""
+        t = object.__new__(cls)
+        t._storage = storage
+        t._shape = tuple(shape)
+        t._stride = tuple(stride)
+        t._offset = offset
+        t.dtype = dtype
+        t._version_counter = version_counter if version_counter is not None else VersionCounter()
+        t._base = base
+        t._np_cache = None
+        t._init_autograd()
+        return t
+
+    @classmethod
+    def _empty(cls, shape, dtype: D.dtype, dev: device = CPU) -> Tensor:
+        """A fresh contiguous tensor (uninitialised contents on cuda, zeros on cpu)."""
+        if dtype is D.complex32:
+            raise NotImplementedError("refimpl does not implement complex32 tensors")
+        shape = tuple(shape)
+        numel = math.prod(shape)
+        storage = UntypedStorage(numel * dtype.itemsize, device=dev)
+        return cls._make(storage, shape, contiguous_strides(shape), 0, dtype)
+
+    @classmethod
+    def _from_array(cls, array, dtype: D.dtype | None = None) -> Tensor:
+        """Wrap a numpy result as a fresh CPU tensor (copies only if not C-contiguous)."""
+        array = np.asarray(array)
+        if dtype is not None and array.dtype != dtype.np:
+            array = array.astype(dtype.np)
+        elif dtype is None:
+            dtype = D.from_numpy_dtype(array.dtype)
+        if not array.flags.c_contiguous or array.base is not None and not array.flags.writeable:
+            array = np.ascontiguousarray(array)
+        if not array.flags.writeable:
+            array = array.copy()
+        storage = UntypedStorage._wrap_numpy(array)
+        return cls._make(storage, array.shape, contiguous_strides(array.shape), 0, dtype)
+
+    # -- metadata -----------------------------------------------------------------------
+
+    @property
+    def shape(self) -> Size:
+        """The size of each dimension."""
+        return Size(self._shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or the size of one dimension."""
+        if dim is None:
+            return Size(self._shape)
+        return self._shape[_wrap_dim(dim, len(self._shape))]
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements, or the stride of one dimension."""
+        if dim is None:
+            return self._stride
+        return self._stride[_wrap_dim(dim, len(self._shape))]
+
+    def storage_offset(self) -> int:
+        """Offset of element 0 into the storage, in elements."""
+        return self._offset
+
+    def dim(self) -> int:
+        """The number of dimensions."""
+        return len(self._shape)
+
+    ndimension = dim
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self._shape)
+
+    def numel(self) -> int:
+        """The number of elements."""
+        return math.prod(self._shape)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes spanned by the elements (numel * itemsize)."""
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def device(self) -> device:
+        """The device the storage lives on."""
+        return self._storage.device
+
+    @property
+    def is_cuda(self) -> bool:
+        """True on a CUDA device."""
+        return self._storage.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        """True on the CPU."""
+        return self._storage.device.type == "cpu"
+
+    @property
+    def is_meta(self) -> bool:
+        """True on the meta device (metadata only)."""
+        return self._storage.device.type == "meta"
+
+    @property
+    def layout(self) -> str:
+        """Always strided in refimpl."""
+        return "torch.strided"
+
+    def is_floating_point(self) -> bool:
+        """True for floating dtypes."""
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        """True for complex dtypes."""
+        return self.dtype.is_complex
+
+    @property
+    def is_sparse(self) -> bool:
+        """Sparse layouts are not part of refimpl."""
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        """Quantized tensors are not part of refimpl."""
+        return False
+
+    def get_device(self) -> int:
+        """The CUDA device index, or -1 on the CPU."""
+        return self.device.index if self.is_cuda else -1
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the elements are laid out row-major without gaps (size-1 dims ignored)."""
+        expected = 1
+        for size, st in zip(reversed(self._shape), reversed(self._stride)):
+            if size == 1:
+                continue
+            if size == 0:
+                return True
+            if st != expected:
+                return False
+            expected *= size
+        return True
+
+    def untyped_storage(self) -> UntypedStorage:
+        """The storage under this tensor (shared by all its views)."""
+        return self._storage
+
+    def data_ptr(self) -> int:
+        """Address of element 0."""
+        base = self._storage.data_ptr()
+        return base + self._offset * self.dtype.itemsize if base else 0
+
+    @property
+    def _version(self) -> int:
+        """How many in-place modifications this tensor's data has seen."""
+        return self._version_counter.version
+
+    @property
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    def _is_view_method(self) -> bool:
+        return self._base is not None
+
+    def is_set_to(self, other: Tensor) -> bool:
+        """Same storage, offset, shape and strides."""
+        return (self._storage is other._storage and self._offset == other._offset
+                and self._shape == other._shape and self._stride == other._stride)
+
+    # -- numpy access (cpu) ------------------------------------------------------------
+
+    @property
+    def _np(self) -> np.ndarray:
+        """A numpy view of this tensor's elements (cpu only; writes go to the storage)."""
+        arr = self._np_cache
+        if arr is None:
+            dev = self._storage.device
+            if dev.type != "cpu":
+                raise RuntimeError(f"refimpl internal: numpy view of a {dev} tensor")
+            npdt = self.dtype.np
+            item = npdt.itemsize
+            if self._storage._nbytes == 0 or 0 in self._shape:
+                arr = np.empty(self._shape, npdt)
+            else:
+                arr = np.ndarray(self._shape, npdt, self._storage._data, self._offset * item,
+                                 tuple(s * item for s in self._stride))
+            self._np_cache = arr
+        return arr
+
+    def _set_metadata(self, shape, stride, offset) -> None:
+        """Change this tensor's view in place (as_strided_, transpose_, resize_ ...)."""
+        self._shape, self._stride, self._offset = tuple(shape), tuple(stride), offset
+        self._np_cache = None
+
+    # -- Python protocol ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        n = self.numel()
+        if n == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        if n > 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def _scalar_check(self, kind: str) -> None:
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
+            )
+
+    def __float__(self) -> float:
+        self._scalar_check("float")
+        return float(self.item().real if self.dtype.is_complex else self.item())
+
+    def __int__(self) -> int:
+        self._scalar_check("int")
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        self._scalar_check("complex")
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.category != 1 and self.dtype is not D.bool_ or self.numel() != 1:
+            raise TypeError(
+                "only integer tensors of a single element can be converted to an index"
+            )
+        return int(self.item())
+
+    def __format__(self, spec: str) -> str:
+        if self.dim() == 0 and spec:
+            return format(self.item(), spec)
+        return object.__format__(self, spec) if spec else str(self)
+
+    def __repr__(self) -> str:
+        from refimpl._repr import tensor_repr
+
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment.  If you were attempting to deepcopy a "
+                "module, this may be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001"
+            )
+        if id(self) in memo:
+            return memo[id(self)]
+        new = self.detach().clone()
+        new.requires_grad_(self.requires_grad)
+        if self.grad is not None:
+            new.grad = self.grad.clone()
+        memo[id(self)] = new
+        return new
+
+    def __reduce_ex__(self, protocol):
+        from refimpl._interop import tensor_reduce
+
+        return tensor_reduce(self)
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    """Normalise a possibly negative dim, with torch's IndexError."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
+    return dim + n if dim < 0 else dim
+
+
+wrap_dim = _wrap_dim

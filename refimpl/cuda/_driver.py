@@ -1,0 +1,546 @@
+"""The CUDA driver layer: the only module of refimpl that imports ``cuda.bindings``.
+
+Every other module of ``refimpl.cuda`` talks to the GPU through the small functions
+below, which take and return plain Python values (ints for handles and addresses).
+
+Rules this module keeps (spec: CUDA-DRV-001 and following):
+
+* ``cuda.bindings`` is imported lazily, on the first call that needs it, so importing
+  refimpl never touches the driver and works on machines without one.
+* Every driver call is checked. A failing call raises :class:`CudaDriverError`, a
+  ``RuntimeError`` whose message names the call and the CUDA error, for example
+  ``cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)``; the numeric
+  ``CUresult`` is kept in ``.code`` and the enum name in ``.name``.
+* A missing driver library raises :class:`DriverNotFoundError` (a ``RuntimeError``)
+  with torch's text; the import of ``cuda.bindings`` failing raises ``ImportError``.
+* Contexts: the driver API has no implicit per-thread context (unlike the runtime API
+  torch uses). Each thread makes the device's *primary* context current before its
+  first call on that device: :func:`use_device` does it, once per thread and device
+  switch, and every helper that needs a context calls it with the device it works on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+NO_DRIVER_MESSAGE = (
+    "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+    "installed a driver from http://www.nvidia.com/Download/index.aspx"
+)
+
+CUDA_SUCCESS = 0
+CUDA_ERROR_OUT_OF_MEMORY = 2
+CUDA_ERROR_NOT_INITIALIZED = 3
+CUDA_ERROR_NO_DEVICE = 100
+CUDA_ERROR_INVALID_DEVICE = 101
+CUDA_ERROR_NOT_READY = 600
+
+# Flags, as the driver headers define them (stable ABI values).
+STREAM_NON_BLOCKING = 0x1
+EVENT_BLOCKING_SYNC = 0x1
+EVENT_DISABLE_TIMING = 0x2
+EVENT_INTERPROCESS = 0x4
+IPC_EVENT_HANDLE_SIZE = 64
+
+
+class CudaDriverError(RuntimeError):
+    """A driver call returned an error: the message names the call and the error."""
+
+    def __init__(self, call: str, code: int, name: str, description: str) -> None:
+        super().__init__(f"{call} failed: {name} ({description})")
+        self.call = call
+        self.code = code
+        self.name = name
+        self.description = description
+
+
+class DriverNotFoundError(RuntimeError):
+    """The NVIDIA driver library (libcuda) is not installed on this machine."""
+
+
+_modules: dict[str, Any] = {}
+_import_lock = threading.Lock()
+
+
+def _load(name: str) -> Any:
+    """Import ``cuda.bindings.<name>`` once; ImportError propagates."""
+    mod = _modules.get(name)
+    if mod is None:
+        with _import_lock:
+            mod = _modules.get(name)
+            if mod is None:
+                import importlib
+
+                mod = importlib.import_module(f"cuda.bindings.{name}")
+                _modules[name] = mod
+    return mod
+
+
+def bindings_available() -> bool:
+    """True when ``cuda.bindings`` can be imported (refimpl's "compiled with CUDA")."""
+    try:
+        _load("driver")
+    except ImportError:
+        return False
+    return True
+
+
+def _is_missing_library(exc: BaseException) -> bool:
+    # cuda.pathfinder raises DynamicLibNotFoundError (a RuntimeError) when libcuda or
+    # libnvrtc cannot be found; match by name so that no pathfinder import is needed.
+    return any(cls.__name__ == "DynamicLibNotFoundError" for cls in type(exc).__mro__)
+
+
+def _describe(code: int) -> tuple[str, str]:
+    """(enum name, description) of a CUresult, without failing if the driver is gone."""
+    d = _load("driver")
+    try:
+        name = d.CUresult(code).name
+    except ValueError:
+        name = f"CUDA error {code}"
+    try:
+        err, text = d.cuGetErrorString(d.CUresult(code))
+        desc = text.decode() if err == 0 and text else "unknown error"
+    except Exception:  # noqa: BLE001 - a driverless machine cannot describe errors
+        desc = "unknown error"
+    return name, desc
+
+
+def _call(name: str, *args: Any) -> Any:
+    """Call ``cuda.bindings.driver.<name>`` and check its CUresult.
+
+    Returns None, the single value, or a tuple of values.
+    """
+    d = _load("driver")
+    try:
+        out = getattr(d, name)(*args)
+    except RuntimeError as exc:
+        if _is_missing_library(exc):
+            raise DriverNotFoundError(NO_DRIVER_MESSAGE) from exc
+        raise
+    code = int(out[0])
+    if code != CUDA_SUCCESS:
+        raise CudaDriverError(name, code, *_describe(code))
+    if len(out) == 1:
+        return None
+    return out[1] if len(out) == 2 else tuple(out[1:])
+
+
+def _status(name: str, *args: Any) -> int:
+    """Call a query-like function and return its raw CUresult (no raise on NOT_READY)."""
+    d = _load("driver")
+    code = int(getattr(d, name)(*args)[0])
+    if code not in (CUDA_SUCCESS, CUDA_ERROR_NOT_READY):
+        raise CudaDriverError(name, code, *_describe(code))
+    return code
+
+
+def error_name(code: int) -> str:
+    """The driver enum name of a CUresult (``CUDA_ERROR_INVALID_DEVICE``)."""
+    return _describe(code)[0]
+
+
+def runtime_error_string(code: int) -> str:
+    """The CUDA *runtime* description of a ``cudaError_t`` (``out of memory`` for 2).
+
+    ``cuda.bindings.runtime`` carries the runtime statically, so this works without a
+    driver; torch's ``CudaError`` uses runtime codes.
+    """
+    r = _load("runtime")
+    try:
+        err, text = r.cudaGetErrorString(r.cudaError_t(code))
+    except ValueError:
+        return "unrecognized error code"
+    return text.decode()
+
+
+# -- initialisation and devices ---------------------------------------------------------
+
+_init_lock = threading.Lock()
+_init_done = False
+
+
+def init() -> None:
+    """``cuInit(0)`` once per process; raises DriverNotFoundError or CudaDriverError."""
+    global _init_done
+    if _init_done:
+        return
+    with _init_lock:
+        if not _init_done:
+            _call("cuInit", 0)
+            _init_done = True
+
+
+def driver_version() -> int:
+    """The driver's CUDA version as an int (13000 for CUDA 13.0)."""
+    init()
+    return int(_call("cuDriverGetVersion"))
+
+
+def device_count() -> int:
+    """``cuDeviceGetCount`` after ``cuInit``."""
+    init()
+    return int(_call("cuDeviceGetCount"))
+
+
+_devices: dict[int, Any] = {}
+
+
+def _device(ordinal: int) -> Any:
+    dev = _devices.get(ordinal)
+    if dev is None:
+        init()
+        dev = _call("cuDeviceGet", ordinal)
+        _devices[ordinal] = dev
+    return dev
+
+
+def device_name(ordinal: int) -> str:
+    """The marketing name of a device (``NVIDIA H100 80GB HBM3``)."""
+    raw = _call("cuDeviceGetName", 256, _device(ordinal))
+    return bytes(raw).split(b"\x00", 1)[0].decode()
+
+
+def device_total_memory(ordinal: int) -> int:
+    """Total global memory in bytes."""
+    return int(_call("cuDeviceTotalMem", _device(ordinal)))
+
+
+def device_attribute(ordinal: int, attribute: str) -> int:
+    """``cuDeviceGetAttribute`` by the suffix of the enum name (``L2_CACHE_SIZE``)."""
+    d = _load("driver")
+    attr = getattr(d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{attribute}")
+    return int(_call("cuDeviceGetAttribute", attr, _device(ordinal)))
+
+
+def device_uuid(ordinal: int) -> bytes:
+    """The 16 bytes of the device UUID."""
+    uuid = _call("cuDeviceGetUuid", _device(ordinal))
+    return bytes(uuid.bytes)[:16]
+
+
+def can_access_peer(ordinal: int, peer: int) -> bool:
+    """``cuDeviceCanAccessPeer`` (the driver itself says False for a device and itself)."""
+    return bool(_call("cuDeviceCanAccessPeer", _device(ordinal), _device(peer)))
+
+
+# -- contexts ---------------------------------------------------------------------------
+
+_primary: dict[int, Any] = {}
+_primary_lock = threading.Lock()
+_tls = threading.local()
+
+
+def _primary_context(ordinal: int) -> Any:
+    ctx = _primary.get(ordinal)
+    if ctx is None:
+        with _primary_lock:
+            ctx = _primary.get(ordinal)
+            if ctx is None:
+                ctx = _call("cuDevicePrimaryCtxRetain", _device(ordinal))
+                _primary[ordinal] = ctx
+    return ctx
+
+
+def use_device(ordinal: int) -> None:
+    """Make ``ordinal``'s primary context current on this thread (cheap when it is)."""
+    if getattr(_tls, "device", None) == ordinal:
+        return
+    _call("cuCtxSetCurrent", _primary_context(ordinal))
+    _tls.device = ordinal
+
+
+def primary_context_active(ordinal: int) -> bool:
+    """Whether the device's primary context exists (``cuDevicePrimaryCtxGetState``)."""
+    _flags, active = _call("cuDevicePrimaryCtxGetState", _device(ordinal))
+    return bool(active)
+
+
+def synchronize(ordinal: int) -> None:
+    """Wait for all work on every stream of the device (``cuCtxSynchronize``)."""
+    use_device(ordinal)
+    _call("cuCtxSynchronize")
+
+
+def reset_after_fork() -> None:
+    """Forget per-process driver state in a forked child (its handles are invalid)."""
+    global _init_done
+    _init_done = False
+    _devices.clear()
+    _primary.clear()
+    _tls.__dict__.clear()
+
+
+# -- streams ----------------------------------------------------------------------------
+
+
+def stream_priority_range(ordinal: int) -> tuple[int, int]:
+    """(least, greatest) stream priority of the device, e.g. ``(0, -5)``."""
+    use_device(ordinal)
+    least, greatest = _call("cuCtxGetStreamPriorityRange")
+    return int(least), int(greatest)
+
+
+def stream_create(ordinal: int, priority: int = 0, flags: int = STREAM_NON_BLOCKING) -> int:
+    """``cuStreamCreateWithPriority``; returns the stream handle as an int."""
+    use_device(ordinal)
+    return int(_call("cuStreamCreateWithPriority", flags, priority))
+
+
+def stream_priority(ordinal: int, stream: int) -> int:
+    """The priority a stream was created with (0 for the legacy default stream)."""
+    d = _load("driver")
+    use_device(ordinal)
+    return int(_call("cuStreamGetPriority", d.CUstream(stream)))
+
+
+def stream_query(ordinal: int, stream: int) -> bool:
+    """True when all work submitted to the stream has completed."""
+    d = _load("driver")
+    use_device(ordinal)
+    return _status("cuStreamQuery", d.CUstream(stream)) == CUDA_SUCCESS
+
+
+def stream_synchronize(ordinal: int, stream: int) -> None:
+    """Block until the stream's work completes."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuStreamSynchronize", d.CUstream(stream))
+
+
+def stream_wait_event(ordinal: int, stream: int, event: int) -> None:
+    """Make future work on ``stream`` wait for ``event`` (device side, non-blocking)."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuStreamWaitEvent", d.CUstream(stream), d.CUevent(event), 0)
+
+
+def stream_destroy(ordinal: int, stream: int) -> None:
+    """``cuStreamDestroy``."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuStreamDestroy", d.CUstream(stream))
+
+
+# -- events -----------------------------------------------------------------------------
+
+
+def event_create(ordinal: int, flags: int) -> int:
+    """``cuEventCreate`` with EVENT_* flags; returns the handle as an int."""
+    use_device(ordinal)
+    return int(_call("cuEventCreate", flags))
+
+
+def event_record(ordinal: int, event: int, stream: int) -> None:
+    """Record ``event`` on ``stream``."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuEventRecord", d.CUevent(event), d.CUstream(stream))
+
+
+def event_query(ordinal: int, event: int) -> bool:
+    """True when the work captured by the event has completed."""
+    d = _load("driver")
+    use_device(ordinal)
+    return _status("cuEventQuery", d.CUevent(event)) == CUDA_SUCCESS
+
+
+def event_synchronize(ordinal: int, event: int) -> None:
+    """Block the calling thread until the event completes."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuEventSynchronize", d.CUevent(event))
+
+
+def event_elapsed_ms(ordinal: int, start: int, end: int) -> float:
+    """Milliseconds between two completed timing events."""
+    d = _load("driver")
+    use_device(ordinal)
+    return float(_call("cuEventElapsedTime", d.CUevent(start), d.CUevent(end)))
+
+
+def event_destroy(ordinal: int, event: int) -> None:
+    """``cuEventDestroy``."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuEventDestroy", d.CUevent(event))
+
+
+def event_ipc_handle(ordinal: int, event: int) -> bytes:
+    """The 64-byte IPC handle of an interprocess event."""
+    d = _load("driver")
+    use_device(ordinal)
+    handle = _call("cuIpcGetEventHandle", d.CUevent(event))
+    return ctypes.string_at(handle.getPtr(), IPC_EVENT_HANDLE_SIZE)
+
+
+def event_from_ipc_handle(ordinal: int, handle: bytes) -> int:
+    """Open an event exported by another process; returns the handle as an int."""
+    d = _load("driver")
+    if len(handle) != IPC_EVENT_HANDLE_SIZE:
+        raise ValueError(f"an IPC event handle has {IPC_EVENT_HANDLE_SIZE} bytes")
+    use_device(ordinal)
+    h = d.CUipcEventHandle()
+    ctypes.memmove(h.getPtr(), bytes(handle), IPC_EVENT_HANDLE_SIZE)
+    return int(_call("cuIpcOpenEventHandle", h))
+
+
+# -- memory -----------------------------------------------------------------------------
+
+
+def mem_alloc(ordinal: int, nbytes: int) -> int:
+    """``cuMemAlloc``; raises CudaDriverError (code 2) when out of memory."""
+    use_device(ordinal)
+    return int(_call("cuMemAlloc", nbytes))
+
+
+def mem_free(ordinal: int, address: int) -> None:
+    """``cuMemFree``."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuMemFree", d.CUdeviceptr(address))
+
+
+def mem_get_info(ordinal: int) -> tuple[int, int]:
+    """(free, total) bytes of the device's global memory."""
+    use_device(ordinal)
+    free, total = _call("cuMemGetInfo")
+    return int(free), int(total)
+
+
+def memcpy_htod_async(ordinal: int, dst: int, src_host: int, nbytes: int, stream: int) -> None:
+    """Copy host (address) to device; asynchronous only when the host side is pinned."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuMemcpyHtoDAsync", d.CUdeviceptr(dst), src_host, nbytes, d.CUstream(stream))
+
+
+def memcpy_dtoh_async(ordinal: int, dst_host: int, src: int, nbytes: int, stream: int) -> None:
+    """Copy device to host (address); asynchronous only when the host side is pinned."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuMemcpyDtoHAsync", dst_host, d.CUdeviceptr(src), nbytes, d.CUstream(stream))
+
+
+def memcpy_dtod_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int) -> None:
+    """Copy device to device (peer copies included, with unified addressing)."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuMemcpyDtoDAsync", d.CUdeviceptr(dst), d.CUdeviceptr(src), nbytes,
+          d.CUstream(stream))
+
+
+def memset_async(ordinal: int, dst: int, value: int, count: int, width: int, stream: int) -> None:
+    """Set ``count`` elements of ``width`` bytes (1, 2 or 4) to ``value``."""
+    d = _load("driver")
+    fn = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[width]
+    use_device(ordinal)
+    _call(fn, d.CUdeviceptr(dst), value, count, d.CUstream(stream))
+
+
+def host_alloc(nbytes: int, portable: bool = True) -> int:
+    """Page-locked host memory (``cuMemHostAlloc``), mapped into every context."""
+    use_device(_tls_device_or_zero())
+    flags = 0x1 if portable else 0  # CU_MEMHOSTALLOC_PORTABLE
+    return int(_call("cuMemHostAlloc", nbytes, flags))
+
+
+def host_free(address: int) -> None:
+    """``cuMemFreeHost``."""
+    use_device(_tls_device_or_zero())
+    _call("cuMemFreeHost", address)
+
+
+def _tls_device_or_zero() -> int:
+    return getattr(_tls, "device", 0)
+
+
+# -- modules and launches ---------------------------------------------------------------
+
+
+def module_load(ordinal: int, image: bytes) -> int:
+    """Load a cubin or PTX image into the device's primary context."""
+    use_device(ordinal)
+    return int(_call("cuModuleLoadData", image))
+
+
+def module_function(module: int, name: str) -> int:
+    """A kernel handle by its (extern "C") name."""
+    d = _load("driver")
+    return int(_call("cuModuleGetFunction", d.CUmodule(module), name.encode()))
+
+
+def launch(ordinal: int, function: int, grid: tuple[int, int, int],
+           block: tuple[int, int, int], args: list[ctypes._SimpleCData | ctypes.Structure],
+           stream: int, shared_mem: int = 0) -> None:
+    """``cuLaunchKernel`` with arguments given as ctypes values (scalars or structs).
+
+    The parameter array holds one pointer per argument; the driver copies each
+    argument out of it at launch, so the ctypes objects only need to live until this
+    call returns.
+    """
+    d = _load("driver")
+    ptrs = (ctypes.c_void_p * max(len(args), 1))(
+        *[ctypes.addressof(a) for a in args])
+    use_device(ordinal)
+    _call("cuLaunchKernel", d.CUfunction(function), grid[0], grid[1], grid[2],
+          block[0], block[1], block[2], shared_mem, d.CUstream(stream),
+          ctypes.addressof(ptrs), 0)
+
+
+# -- NVRTC ------------------------------------------------------------------------------
+
+
+class NvrtcError(RuntimeError):
+    """An NVRTC call failed; a compile failure carries the program log."""
+
+
+def _nvrtc_call(name: str, *args: Any) -> Any:
+    n = _load("nvrtc")
+    try:
+        out = getattr(n, name)(*args)
+    except RuntimeError as exc:
+        if _is_missing_library(exc):
+            raise NvrtcError(f"{name} failed: NVRTC library not found ({exc})") from exc
+        raise
+    code = int(out[0])
+    if code != 0:
+        _err, text = n.nvrtcGetErrorString(out[0])
+        raise NvrtcError(f"{name} failed: {n.nvrtcResult(code).name} ({text.decode()})")
+    if len(out) == 1:
+        return None
+    return out[1] if len(out) == 2 else tuple(out[1:])
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the loaded NVRTC."""
+    major, minor = _nvrtc_call("nvrtcVersion")
+    return int(major), int(minor)
+
+
+def nvrtc_supported_archs() -> list[int]:
+    """The ``sm_XY`` numbers this NVRTC can target (``[75, 80, ..., 120]``)."""
+    return [int(a) for a in _nvrtc_call("nvrtcGetSupportedArchs")]
+
+
+def nvrtc_compile(source: str, name: str, options: list[str], cubin: bool) -> bytes:
+    """Compile CUDA C source; returns a cubin (real arch) or NUL-terminated PTX."""
+    prog = _nvrtc_call("nvrtcCreateProgram", source.encode(), name.encode(), 0, [], [])
+    try:
+        opts = [o.encode() for o in options]
+        try:
+            _nvrtc_call("nvrtcCompileProgram", prog, len(opts), opts)
+        except NvrtcError as exc:
+            size = _nvrtc_call("nvrtcGetProgramLogSize", prog)
+            log = b" " * size
+            _nvrtc_call("nvrtcGetProgramLog", prog, log)
+            raise NvrtcError(f"{exc}\n{log.decode(errors='replace').rstrip(chr(0))}") from None
+        kind = "CUBIN" if cubin else "PTX"
+        size = _nvrtc_call(f"nvrtcGet{kind}Size", prog)
+        image = b" " * size
+        _nvrtc_call(f"nvrtcGet{kind}", prog, image)
+        return image
+    finally:
+        _nvrtc_call("nvrtcDestroyProgram", prog)

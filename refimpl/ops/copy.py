@@ -1,0 +1,200 @@
+"""Copies, fills, dtype/device conversion: copy_, clone, contiguous, to, fill_, zero_."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._device import as_device, resolve
+from refimpl._dispatch import copy_into
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _same_meta(self, *a, **k) -> TensorSpec:
+    return TensorSpec(self._shape, self.dtype, self.device)
+
+
+def _copy_cpu(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'other' must be Tensor, not {type(src).__name__}")
+    from refimpl.ops._helpers import broadcast_shapes
+
+    if broadcast_shapes(self._shape, src._shape) != self._shape:
+        raise RuntimeError(
+            f"output with shape {list(self._shape)} doesn't match the broadcast shape "
+            f"{list(broadcast_shapes(self._shape, src._shape))}"
+        )
+    copy_into(self, src)
+    return self
+
+
+def _copy_backward(ctx, grad):
+    src = ctx.args[1]
+    gsrc = None
+    if isinstance(src, Tensor):
+        from refimpl.ops._helpers import sum_to
+
+        gsrc = sum_to(grad, src.shape)
+        if gsrc.dtype != src.dtype:
+            gsrc = gsrc.to(src.dtype)
+    # the old value of self is overwritten: it gets a zero gradient
+    return grad.mul(0), gsrc
+
+
+# copy_ writes into input 0 itself (not through a base op), so it is its own kind.
+copy_ = defop("copy_", kind="compute", meta=_same_meta, cpu=_copy_cpu, backward=_copy_backward,
+              node="CopyBackwards", extra={"writes_input0": True})
+
+
+def _fill_cpu(self: Tensor, value) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(
+                "fill_ only supports 0-dimension value tensor but got tensor with "
+                f"{value.dim()} dimensions."
+            )
+        value = value.item()
+    arr = self._np
+    with np.errstate(all="ignore"):
+        arr[...] = np.asarray(value).astype(self.dtype.np) if not (
+            self.dtype.category < 3 and isinstance(value, complex)) else value
+    self._version_counter.bump()
+    return self
+
+
+def _fill_cuda(self: Tensor, value) -> Tensor:
+    from refimpl.cuda import _tensor_ops
+
+    if isinstance(value, Tensor):
+        value = value.item()
+    _tensor_ops.fill_(self, value)
+    self._version_counter.bump()
+    return self
+
+
+fill_ = defop("fill_", meta=_same_meta, cpu=_fill_cpu, cuda=_fill_cuda,
+              backward=lambda ctx, g: (g.mul(0), None),
+              node="FillBackward0", extra={"writes_input0": True})
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Fill with zeros in place."""
+    return fill_(self, 0)
+
+
+def _clone_cpu(self: Tensor, *, memory_format=None) -> np.ndarray:
+    return np.array(self._np, copy=True, order="C")
+
+
+def _clone_cuda(self: Tensor, *, memory_format=None) -> Tensor:
+    out = Tensor._empty(self._shape, self.dtype, self.device)
+    copy_into(out, self)
+    out._version_counter.version = 0
+    return out
+
+
+clone = defop("clone", meta=_same_meta, cpu=_clone_cpu, cuda=_clone_cuda,
+              backward=lambda ctx, g: (g,), jvp=lambda ctx, t: t.clone())
+
+
+def contiguous(self: Tensor, memory_format=None) -> Tensor:
+    """Self when already contiguous, else a contiguous copy."""
+    return self if self.is_contiguous() else clone(self)
+
+
+def _to_dtype_cpu(self: Tensor, dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if dtype.category < 3 and self.dtype.category == 3:
+            import warnings
+
+            warnings.warn(
+                "Casting complex values to real discards the imaginary part",
+                UserWarning, stacklevel=4,
+            )
+            return self._np.real.astype(dtype.np)
+        return self._np.astype(dtype.np)
+
+
+def _to_dtype_cuda(self: Tensor, dtype) -> Tensor:
+    out = Tensor._empty(self._shape, dtype, self.device)
+    copy_into(out, self)
+    out._version_counter.version = 0
+    return out
+
+
+def _to_dtype_backward(ctx, grad):
+    src = ctx.args[0]
+    return (grad.to(src.dtype) if grad.dtype != src.dtype else grad,)
+
+
+_to_copy = defop("_to_copy", meta=lambda self, dtype: TensorSpec(self._shape, dtype, self.device),
+                 cpu=_to_dtype_cpu, cuda=_to_dtype_cuda, backward=_to_dtype_backward,
+                 node="ToCopyBackward0")
+
+
+def _to_device_cpu(self: Tensor, device, non_blocking: bool = False) -> Tensor:
+    out = Tensor._empty(self._shape, self.dtype, device)
+    if device.type == "cuda":
+        from refimpl.cuda import _tensor_ops
+
+        _tensor_ops.copy_(out, self, non_blocking=non_blocking)
+        return out
+    copy_into(out, self)
+    out._version_counter.version = 0
+    return out
+
+
+def _to_device_backward(ctx, grad):
+    return (grad.to(ctx.args[0].device),)
+
+
+to_device = defop("_to_device", meta=lambda self, device, non_blocking=False: TensorSpec(
+    self._shape, self.dtype, device), cpu=_to_device_cpu, cuda=_to_device_cpu,
+    backward=_to_device_backward, node="ToCopyBackward0")
+
+
+def _parse_to(args, kwargs):
+    dev = dtype = None
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dtype = a.device, a.dtype
+        elif isinstance(a, D.dtype):
+            dtype = a
+        elif a is not None:
+            dev = a
+    dev = kwargs.get("device", dev)
+    dtype = kwargs.get("dtype", dtype)
+    return (resolve(as_device(dev)) if dev is not None else None,
+            D.dtype_from_any(dtype) if dtype is not None else None)
+
+
+def to(self: Tensor, *args, **kwargs) -> Tensor:
+    """Convert dtype and/or device; returns self when nothing changes (unless copy=True)."""
+    dev, dtype = _parse_to(args, kwargs)
+    copy = kwargs.get("copy", False)
+    non_blocking = kwargs.get("non_blocking", False)
+    out = self
+    if dtype is not None and dtype != out.dtype:
+        out = _to_copy(out, dtype)
+    if dev is not None and dev != out.device:
+        out = to_device(out, dev, non_blocking)
+    if copy and out is self:
+        out = clone(self)
+    return out
+
+
+def cpu(self: Tensor) -> Tensor:
+    """A CPU copy (self when already on the CPU)."""
+    return to(self, "cpu")
+
+
+def cuda(self: Tensor, device=None, non_blocking: bool = False) -> Tensor:
+    """A CUDA copy on ``device`` (the current device by default)."""
+    dev = as_device("cuda" if device is None else device if not isinstance(device, int)
+                    else f"cuda:{device}")
+    return to(self, dev, non_blocking=non_blocking)
+
+
+__all__ = ["copy_", "fill_", "zero_", "clone", "contiguous", "to", "cpu", "cuda", "to_device"]
+TENSOR_METHODS = ("zero_", "contiguous", "to", "cpu", "cuda")
