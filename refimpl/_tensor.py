@@ -340,7 +340,7 @@ class Tensor(TensorAutogradMixin):
         return new
 
     def __reduce_ex__(self, protocol):
-        from refimpl._interop import tensor_reduce
+        from refimpl.ops.interop import tensor_reduce
 
         return tensor_reduce(self)
 

@@ -1,0 +1,120 @@
+"""The ``torch.cuda``-like namespace of refimpl, on the CUDA driver API.
+
+Importing it never touches the driver; the first eager call initialises CUDA lazily
+(``_lazy``). Devices and properties live in ``_device``, streams and events in
+``streams``, kernels in ``_kernels``, the caching allocator in ``_allocator`` with its
+GPU segment source in ``_device_source``, and the public memory functions in
+``memory``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from refimpl.cuda import _device, _device_source, _kernels, _lazy
+from refimpl.cuda._device import (
+    AcceleratorError,
+    CudaError,
+    can_device_access_peer,
+    check_error,
+    cudaStatus,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_arch_list,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    get_gencode_flags,
+    init,
+    is_available,
+    is_bf16_supported,
+    is_tf32_supported,
+    mem_get_info,
+    set_device,
+    synchronize,
+)
+from refimpl.cuda._errors import OutOfMemoryError
+from refimpl.cuda._lazy import (
+    DeferredCudaCallError,
+    _lazy_init,
+    is_initialized,
+)
+from refimpl.cuda.streams import (
+    Event,
+    ExternalStream,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    get_stream_from_external,
+    set_stream,
+    stream,
+)
+
+has_half: bool = True
+
+# torch.cuda's private helpers that tests and conformance adapters reach for.
+_CudaDeviceProperties = _device._CudaDeviceProperties
+_DeviceGuard = _device._DeviceGuard
+_exchange_device = _device._exchange_device
+_get_device_index = _device._get_device_index
+_get_nvml_device_index = _device._get_nvml_device_index
+_maybe_exchange_device = _device._maybe_exchange_device
+_parse_visible_devices = _device._parse_visible_devices
+_transform_uuid_to_ordinals = _device._transform_uuid_to_ordinals
+_is_in_bad_fork = _lazy._is_in_bad_fork
+_lazy_call = _lazy._lazy_call
+_sleep = _kernels._sleep
+get_cycles_per_ms = _kernels.get_cycles_per_ms
+
+
+def ipc_collect() -> None:
+    """Free memory released by CUDA IPC consumers (nothing to do in refimpl)."""
+    _lazy_init()
+
+
+_lazy.register_init_hook(_device_source.install)
+
+# The memory API (another module of this package) may not exist yet on every branch;
+# when it does, its names win, as torch.cuda takes them from torch.cuda.memory.
+if importlib.util.find_spec("refimpl.cuda.memory") is not None:
+    from refimpl.cuda.memory import *
+
+__all__ = [
+    "AcceleratorError",
+    "CudaError",
+    "DeferredCudaCallError",
+    "Event",
+    "ExternalStream",
+    "OutOfMemoryError",
+    "Stream",
+    "StreamContext",
+    "can_device_access_peer",
+    "check_error",
+    "cudaStatus",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "get_arch_list",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_gencode_flags",
+    "get_stream_from_external",
+    "init",
+    "ipc_collect",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "is_tf32_supported",
+    "mem_get_info",
+    "set_device",
+    "set_stream",
+    "stream",
+    "synchronize",
+]

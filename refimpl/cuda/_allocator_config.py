@@ -22,8 +22,8 @@ import threading
 from dataclasses import dataclass, field, replace
 
 __all__ = [
-    "AllocatorConfig",
     "SIZE_MAX",
+    "AllocatorConfig",
     "get_config",
     "parse_allocator_settings",
     "set_allocator_settings",

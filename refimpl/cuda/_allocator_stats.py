@@ -53,8 +53,7 @@ def stat_increase(stat: list[int], amount: int) -> None:
     """Raise a ``[current, peak, allocated, freed]`` stat by ``amount``."""
     current = stat[0] + amount
     stat[0] = current
-    if current > stat[1]:
-        stat[1] = current
+    stat[1] = max(stat[1], current)
     stat[2] += amount
 
 

@@ -46,7 +46,7 @@ class AcceleratorError(RuntimeError):
     """A CUDA runtime failure reported by torch as ``torch.AcceleratorError`` (2.11)."""
 
 
-class cudaStatus:  # noqa: N801 - torch's spelling
+class cudaStatus:
     """Runtime status codes that torch exposes (its ERROR_NOT_READY keeps the old 34)."""
 
     SUCCESS: int = 0
@@ -378,7 +378,7 @@ class _DeviceContext:
         return False
 
 
-class device(_DeviceContext):  # noqa: N801 - torch's spelling
+class device(_DeviceContext):
     """Context manager that selects a device; a negative index or None is a no-op."""
 
     def __init__(self, device: Any) -> None:
@@ -389,7 +389,7 @@ class _DeviceGuard(_DeviceContext):
     """The same as :class:`device` for a plain int."""
 
 
-class device_of(device):  # noqa: N801 - torch's spelling
+class device_of(device):
     """Select the device of a tensor or storage; a no-op for a CPU object."""
 
     def __init__(self, obj: Any) -> None:

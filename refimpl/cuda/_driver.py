@@ -150,7 +150,7 @@ def runtime_error_string(code: int) -> str:
     """
     r = _load("runtime")
     try:
-        err, text = r.cudaGetErrorString(r.cudaError_t(code))
+        _err, text = r.cudaGetErrorString(r.cudaError_t(code))
     except ValueError:
         return "unrecognized error code"
     return text.decode()

@@ -110,7 +110,7 @@ def _is_initializing() -> bool:
     return hasattr(_tls, "is_initializing")
 
 
-def _lazy_call(callable: Callable[[], object], **kwargs: bool) -> None:  # noqa: A002
+def _lazy_call(callable: Callable[[], object], **kwargs: bool) -> None:
     """Run ``callable`` now if CUDA is initialised, else queue it for initialisation.
 
     ``seed=True``/``seed_all=True`` queue through the seed tracker, which keeps only the
@@ -195,14 +195,14 @@ def _lazy_init() -> None:
         _queued_calls.extend(c for c in _lazy_seed_tracker.get_calls() if c)
         _lazy_seed_tracker.__init__()
         try:
-            for hook in list(_init_hooks):
+            for hook in _init_hooks:
                 hook()
             for queued_call, orig_traceback in _queued_calls:
                 try:
                     queued_call()
                 except Exception as e:
                     msg = (
-                        f"CUDA call failed lazily at initialization with error: {str(e)}\n\n"
+                        f"CUDA call failed lazily at initialization with error: {e!s}\n\n"
                         f"CUDA call was originally invoked at:\n\n{''.join(orig_traceback)}"
                     )
                     raise DeferredCudaCallError(msg) from e

@@ -16,7 +16,7 @@ from refimpl.ops._registry import REGISTRY, OpDef, defop, get
 
 MODULES = [
     "copy", "factories", "elementwise", "views", "shape", "indexing", "reduction", "linalg",
-    "random",
+    "random", "interop",
 ]
 
 loaded = []

@@ -7,6 +7,27 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._device import CPU, as_device, resolve
 from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _empty_meta(shape, *, dtype, device) -> TensorSpec:
+    return TensorSpec(tuple(shape), dtype, device)
+
+
+def _empty_cpu(shape, *, dtype, device) -> np.ndarray:
+    if dtype is D.complex32:
+        raise NotImplementedError("refimpl does not implement complex32 tensors")
+    return np.zeros(shape, dtype=dtype.np)
+
+
+def _empty_cuda(shape, *, dtype, device) -> Tensor:
+    return Tensor._empty(shape, dtype, device)
+
+
+# The one factory every shaped constructor goes through, so that python modes (fake
+# tensors) see tensor creation like any other op.
+empty_op = defop("empty", kind="factory", meta=_empty_meta, cpu=_empty_cpu, cuda=_empty_cuda,
+                 differentiable=False, extra={"method": False})
 
 
 def _infer_dtype(data) -> D.dtype:
@@ -94,7 +115,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     shape = _shape_args((size,) if isinstance(size, int) else (tuple(size),))
     dt = D.dtype_from_any(dtype) if dtype is not None else D.scalar_dtype(fill_value)
     dev = resolve(device) if device is not None else CPU
-    t = Tensor._empty(shape, dt, dev)
+    t = empty_op(shape, dtype=dt, device=dev)
     if t.numel():
         t.fill_(fill_value)
     if out is not None:
@@ -110,7 +131,7 @@ def _filled(value):
                 pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
         dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
         dev = resolve(device) if device is not None else CPU
-        t = Tensor._empty(_shape_args(size), dt, dev)
+        t = empty_op(_shape_args(size), dtype=dt, device=dev)
         if value is not None and t.numel() and (value != 0 or dev.type != "cpu"):
             t.fill_(value)
         if out is not None:
@@ -176,4 +197,173 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return tensor(data, dtype=dt, device=device)
 
 
-__all__ = ["tensor", "full", "zeros", "ones", "empty", "from_numpy", "as_tensor"]
+def _factory_kwargs(like: Tensor, dtype, device) -> tuple:
+    dt = D.dtype_from_any(dtype) if dtype is not None else like.dtype
+    dev = resolve(device) if device is not None else like.device
+    return dt, dev
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
+               memory_format=None, layout=None) -> Tensor:
+    """Zeros with the shape (and by default dtype/device) of ``input``."""
+    dt, dev = _factory_kwargs(input, dtype, device)
+    return zeros(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
+              memory_format=None, layout=None) -> Tensor:
+    """Ones with the shape (and by default dtype/device) of ``input``."""
+    dt, dev = _factory_kwargs(input, dtype, device)
+    return ones(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
+               memory_format=None, layout=None) -> Tensor:
+    """An uninitialised tensor shaped like ``input``."""
+    dt, dev = _factory_kwargs(input, dtype, device)
+    return empty(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
+              requires_grad: bool = False, memory_format=None, layout=None) -> Tensor:
+    """``fill_value`` everywhere, shaped like ``input``."""
+    dt, dev = _factory_kwargs(input, dtype, device)
+    return full(input.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def new_tensor(self: Tensor, data, *, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
+    """A tensor from ``data`` with self's dtype and device by default."""
+    dt, dev = _factory_kwargs(self, dtype, device)
+    if isinstance(data, Tensor):
+        import warnings
+
+        warnings.warn(
+            "To copy construct from a tensor, it is recommended to use "
+            "sourceTensor.detach().clone() or sourceTensor.detach().clone()."
+            "requires_grad_(True), rather than tensor.new_tensor(sourceTensor).",
+            UserWarning, stacklevel=2,
+        )
+        data = data.detach()
+    return tensor(data, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def _new_filled(factory):
+    def method(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
+               **_):
+        dt, dev = _factory_kwargs(self, dtype, device)
+        return factory(*size, dtype=dt, device=dev, requires_grad=requires_grad)
+
+    method.__doc__ = f"``{factory.__name__}`` with self's dtype and device by default."
+    return method
+
+
+new_zeros = _new_filled(zeros)
+new_ones = _new_filled(ones)
+new_empty = _new_filled(empty)
+
+
+def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``full`` with self's dtype and device by default."""
+    dt, dev = _factory_kwargs(self, dtype, device)
+    return full(size, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """An uninitialised tensor with the given strides over a storage just big enough."""
+    dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    span = 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
+    base = empty(span, dtype=dt, device=device)
+    t = Tensor._make(base._storage, size, stride, 0, dt)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A 0-dim tensor holding ``s`` (default dtype unless given)."""
+    dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    return full((), s, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def _arange_args(args):
+    if len(args) == 1:
+        return 0, args[0], 1
+    if len(args) == 2:
+        return args[0], args[1], 1
+    if len(args) == 3:
+        return args
+    raise TypeError("arange() takes 1 to 3 positional arguments")
+
+
+def arange(*args, start=None, end=None, step=None, dtype=None, device=None,
+           requires_grad: bool = False, out=None) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for integer args."""
+    if end is not None:
+        args = (start if start is not None else 0, end, step if step is not None else 1)
+    a, b, st = (x.item() if isinstance(x, Tensor) else x for x in _arange_args(args))
+    if st == 0:
+        raise RuntimeError("step must be nonzero")
+    if (b - a) * st < 0 and b != a:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if dtype is not None:
+        dt = D.dtype_from_any(dtype)
+    elif all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in (a, b, st)):
+        dt = D.int64
+    else:
+        dt = D.get_default_dtype()
+    import math
+
+    n = max(0, math.ceil((b - a) / st))
+    values = a + np.arange(n, dtype=np.float64 if dt.category >= 2 else np.int64) * st
+    t = Tensor._from_array(values.astype(dt.np), dt)
+    if out is not None:
+        out.resize_(t.shape).copy_(t)
+        return out
+    return _finish(t, device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None,
+             requires_grad: bool = False, out=None) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    values = np.linspace(start, end, steps, dtype=np.float64)
+    if dt.category < 2:
+        values = np.trunc(values)
+    t = Tensor._from_array(values.astype(dt.np), dt)
+    return _finish(t, device, requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``base ** linspace(start, end, steps)``."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    values = np.power(base, np.linspace(start, end, steps, dtype=np.float64))
+    return _finish(Tensor._from_array(values.astype(dt.np), dt), device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    """A 2-D tensor with ones on the diagonal."""
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m is not None and m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    values = np.eye(n, n if m is None else m, dtype=dt.np)
+    return _finish(Tensor._from_array(values, dt), device, requires_grad)
+
+
+__all__ = [
+    "tensor", "full", "zeros", "ones", "empty", "from_numpy", "as_tensor", "zeros_like",
+    "ones_like", "empty_like", "full_like", "empty_strided", "scalar_tensor", "arange",
+    "linspace", "logspace", "eye",
+]
+TENSOR_METHODS = ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full")

@@ -1,0 +1,576 @@
+"""The caching allocator's algorithm: pools, blocks, splitting, merging, statistics.
+
+Spec: cuda_memory (ALLOC clauses); the overview is in ``refimpl.cuda._allocator``,
+the public face of this code. Nothing here talks to a driver: segments and events
+come from a ``SegmentSource``.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from refimpl.cuda import _snapshot
+from refimpl.cuda._allocator_blocks import (
+    K_MIN_BLOCK_SIZE,
+    K_SMALL_SIZE,
+    Block,
+    BlockPool,
+    allocation_size,
+    roundup_power2_next_division,
+)
+from refimpl.cuda._allocator_config import SIZE_MAX, AllocatorConfig, get_config
+from refimpl.cuda._allocator_stats import (
+    AGGREGATE,
+    DeviceStats,
+    format_size,
+    stat_decrease,
+    stat_increase,
+)
+from refimpl.cuda._errors import OutOfMemoryError
+from refimpl.cuda._snapshot import Frames, History, RecordContext
+
+if TYPE_CHECKING:
+    from refimpl.cuda._allocator import SegmentSource
+
+__all__ = ["CachingAllocator", "OOMObserver"]
+
+_snapshot.register_internal_file(__file__)
+
+_ONE_EXABYTE = 1152921504606846976
+
+
+OOMObserver = Callable[[int, int, int, int], Any]
+
+
+class CachingAllocator:
+    """The caching allocator of one device, over a :class:`SegmentSource`.
+
+    ``config`` defaults to the process-wide settings (``_set_allocator_settings``);
+    a private :class:`AllocatorConfig` gives an allocator of its own settings
+    (``memstats replay`` uses that).
+    """
+
+    def __init__(
+        self, source: SegmentSource, device: int = 0, config: AllocatorConfig | None = None
+    ) -> None:
+        self.source = source
+        self.device = device
+        self.config = config if config is not None else get_config()
+        if self.config.expandable_segments:
+            raise NotImplementedError(
+                "expandable_segments:True is not implemented by refimpl's caching allocator"
+            )
+        self.lock = threading.RLock()
+        self.small_pool = BlockPool(True)
+        self.large_pool = BlockPool(False)
+        self.stats = DeviceStats(_as_int64(self.config.max_split_size))
+        self.history = History()
+        self.oom_observers: list[OOMObserver] = []
+        self.total_reserved = 0
+        self.fraction = 1.0
+        self.allowed_memory_maximum = 0
+        self.set_fraction = False
+        self._active: set[Block] = set()
+        self._by_address: dict[int, Block] = {}
+        self._events: dict[int, deque[tuple[object, Block]]] = {}
+
+    # -- public operations -------------------------------------------------
+
+    def malloc(self, size: int, stream: int = 0) -> Block:
+        """A block of at least ``size`` bytes, safe to use on ``stream``.
+
+        Raises :class:`OutOfMemoryError` when neither the cache nor the source can
+        provide one after freeing the cache.
+        """
+        context = self.history.gather(RecordContext.STATE) if self.history.level else None
+        with self.lock:
+            if self._events:
+                self._process_events(context)
+            rounded = self.round_size(size)
+            pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
+            alloc_size = allocation_size(rounded)
+            block = self._get_free_block(pool, stream, rounded)
+            if block is None:
+                block = self._reserve(pool, stream, rounded, alloc_size, context)
+            if block is None:
+                observers, message = self._out_of_memory(rounded, alloc_size, stream, context)
+            else:
+                return self._alloc_found_block(block, rounded, size, stream, context)
+        # Observers run without the lock, as in torch (they may call back in).
+        free_bytes = self.source.mem_get_info()[0]
+        limit = self.allowed_memory_maximum if self.set_fraction else self.source.mem_get_info()[1]
+        for observer in observers:
+            observer(self.device, alloc_size, limit, free_bytes)
+        raise OutOfMemoryError(message)
+
+    def allocate(self, nbytes: int, stream: int = 0) -> Block | None:
+        """Tensor-storage allocation: None for 0 bytes, torch's 1 EB guard, then :meth:`malloc`."""
+        if nbytes >= _ONE_EXABYTE:
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate more than 1EB memory.")
+        if nbytes == 0:
+            return None
+        return self.malloc(nbytes, stream)
+
+    def free(self, block: Block) -> None:
+        """Give a block back; it becomes reusable once its other-stream uses complete."""
+        context = self.history.gather(RecordContext.ALL) if self.history.level else None
+        with self.lock:
+            if not block.allocated:
+                raise RuntimeError(f"double free of block at {block.address:#x}")
+            del self._by_address[block.address]
+            block.allocated = False
+            stats = self.stats
+            size = block.size
+            pool_index = block.pool.stat_index
+            stat_decrease(stats.allocation[AGGREGATE], 1)
+            stat_decrease(stats.allocation[pool_index], 1)
+            stat_decrease(stats.allocated_bytes[AGGREGATE], size)
+            stat_decrease(stats.allocated_bytes[pool_index], size)
+            self.history.record(
+                "free_requested",
+                block.address,
+                block.requested_size,
+                block.stream,
+                context or block.context,
+            )
+            if size >= self.config.max_split_size:
+                stat_decrease(stats.oversize_allocations, 1)
+            if block.stream_uses:
+                self._insert_events(block)
+            else:
+                self._free_block(block, context)
+
+    def raw_alloc(self, nbytes: int, stream: int = 0) -> int:
+        """``caching_allocator_alloc``: the address of a new block (0 for 0 bytes)."""
+        if nbytes == 0:
+            return 0
+        return self.malloc(nbytes, stream).address
+
+    def raw_delete(self, address: int) -> None:
+        """``caching_allocator_delete``: free the block that starts at ``address``."""
+        if not address:
+            return
+        block = self._by_address.get(address)
+        if block is None:
+            raise RuntimeError(f"invalid device pointer: {address:#x}")
+        self.free(block)
+
+    def block_at(self, address: int) -> Block | None:
+        """The allocated block starting at ``address``, if any."""
+        return self._by_address.get(address)
+
+    def record_stream(self, block: Block, stream: int) -> None:
+        """Note that ``block`` is used on ``stream`` (``Tensor.record_stream``)."""
+        with self.lock:
+            if stream != block.stream:
+                block.stream_uses[stream] = None
+
+    def empty_cache(self) -> None:
+        """Wait for pending frees, then return every unsplit cached segment to the source."""
+        context = self.history.gather(RecordContext.ALL) if self.history.level else None
+        with self.lock:
+            self._release_cached_blocks(context)
+
+    def set_memory_fraction(self, fraction: float) -> None:
+        """Cap reserved memory at ``fraction`` of the device's total memory."""
+        with self.lock:
+            total = self.source.mem_get_info()[1]
+            self.allowed_memory_maximum = int(fraction * total)
+            self.fraction = fraction
+            self.set_fraction = True
+
+    def attach_oom_observer(self, observer: OOMObserver) -> None:
+        """Call ``observer(device, alloc_size, device_total_or_allowed, device_free)``
+        before each OutOfMemoryError is raised."""
+        with self.lock:
+            self.oom_observers.append(observer)
+
+    def reset_peak_stats(self) -> None:
+        """Set every peak statistic to its current value."""
+        with self.lock:
+            self.stats.reset_peak()
+
+    def reset_accumulated_stats(self) -> None:
+        """Zero the allocated/freed sums and event counters."""
+        with self.lock:
+            self.stats.reset_accumulated()
+
+    def stats_as_nested_dict(self) -> dict[str, object]:
+        """The counters as ``memory_stats_as_nested_dict`` returns them."""
+        with self.lock:
+            return self.stats.as_nested_dict()
+
+    def largest_free_block(self) -> int:
+        """Size of the largest cached free block (torch's ``cacheInfo``), 0 if none."""
+        with self.lock:
+            sizes = [b.size for p in (self.small_pool, self.large_pool) for b in p.blocks.values()]
+            return max(sizes, default=0)
+
+    def round_size(self, size: int) -> int:
+        """The block size a request of ``size`` bytes is rounded to."""
+        if size < K_MIN_BLOCK_SIZE:
+            return K_MIN_BLOCK_SIZE
+        divisions = self.config.roundup_divisions_for(size)
+        if divisions > 1 and size > K_MIN_BLOCK_SIZE * divisions:
+            return roundup_power2_next_division(size, divisions)
+        return -(-size // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE
+
+    # -- snapshot ----------------------------------------------------------
+
+    def trace(self) -> list[dict[str, Any]]:
+        """The recorded history, oldest first, as snapshot trace entries."""
+        with self.lock:
+            return [entry.as_dict() for entry in self.history.entries()]
+
+    def segments(self) -> list[dict[str, Any]]:
+        """Every segment with its blocks, in address order (``memory_snapshot`` layout).
+
+        Taking this records a ``snapshot`` action in the history, as torch does.
+        """
+        with self.lock:
+            heads = {b for p in (self.small_pool, self.large_pool) for b in p.blocks.values()}
+            heads.update(self._active)
+            result = []
+            total_active = 0
+            for head in sorted((b for b in heads if b.prev is None), key=lambda b: b.address):
+                segment = _snapshot.segment_dict(head, self.device)
+                total_active += segment["active_size"]
+                result.append(segment)
+            self.history.record("snapshot", 0, total_active, 0, None)
+            return result
+
+    # -- the algorithm -------------------------------------------------------
+
+    def _get_free_block(self, pool: BlockPool, stream: int, size: int) -> Block | None:
+        config = self.config
+        if self.set_fraction and config.garbage_collection_threshold > 0.0:
+            pool.gc_calls += 1
+        keys = pool.keys.get(stream)
+        if not keys:
+            return None
+        index = bisect_left(keys, (size,))
+        if index == len(keys):
+            return None
+        found_size, address = keys[index]
+        max_split = config.max_split_size
+        if size < max_split and found_size >= max_split:
+            return None
+        if size >= max_split and found_size >= size + config.max_non_split_rounding_size:
+            return None
+        del keys[index]
+        return pool.blocks.pop(address)
+
+    def _reserve(
+        self, pool: BlockPool, stream: int, size: int, alloc_size: int, context: Frames | None
+    ) -> Block | None:
+        """A new segment for the request, freeing cached memory and retrying if needed."""
+        if self.set_fraction and self.config.garbage_collection_threshold > 0.0:
+            self._garbage_collect(context)
+        block = self._alloc_block(pool, stream, alloc_size, False, context)
+        if block is None and self._release_available_cached_blocks(pool, stream, size, context):
+            block = self._alloc_block(pool, stream, alloc_size, False, context)
+        if block is None and self._release_cached_blocks(context):
+            block = self._alloc_block(pool, stream, alloc_size, True, context)
+        return block
+
+    def _alloc_block(
+        self, pool: BlockPool, stream: int, size: int, is_retry: bool, context: Frames | None
+    ) -> Block | None:
+        stats = self.stats
+        if is_retry:
+            stats.num_alloc_retries += 1
+        if self.set_fraction and self.total_reserved + size > self.allowed_memory_maximum:
+            return None
+        if self.config.release_lock_on_cudamalloc:
+            self.lock.release()
+            try:
+                address = self.source.allocate(size)
+            finally:
+                self.lock.acquire()
+        else:
+            address = self.source.allocate(size)
+        if address is None:
+            return None
+        self.total_reserved += size
+        block = Block(stream, size, pool, address)
+        for array, amount in ((stats.segment, 1), (stats.reserved_bytes, size)):
+            stat_increase(array[AGGREGATE], amount)
+            stat_increase(array[pool.stat_index], amount)
+        if size >= self.config.max_split_size:
+            stat_increase(stats.oversize_segments, 1)
+        stats.num_device_alloc += 1
+        self.history.record("segment_alloc", address, size, stream, context)
+        block.segment_context = context
+        return block
+
+    def _alloc_found_block(
+        self, block: Block, size: int, requested: int, stream: int, context: Frames | None
+    ) -> Block:
+        stats = self.stats
+        pool = block.pool
+        pool_index = pool.stat_index
+        remaining_size = block.size - size
+        if pool.is_small:
+            split = remaining_size >= K_MIN_BLOCK_SIZE
+        else:
+            split = size < self.config.max_split_size and remaining_size > K_SMALL_SIZE
+        already_split = block.prev is not None or block.next is not None
+        if split:
+            remaining = block
+            block = Block(stream, size, pool, remaining.address)
+            block.prev = remaining.prev
+            if block.prev is not None:
+                block.prev.next = block
+            block.next = remaining
+            remaining.prev = block
+            remaining.address += size
+            remaining.size = remaining_size
+            pool.insert(remaining)
+            if already_split:
+                stat_decrease(stats.inactive_split_bytes[AGGREGATE], size)
+                stat_decrease(stats.inactive_split_bytes[pool_index], size)
+            else:
+                for index in (AGGREGATE, pool_index):
+                    stat_increase(stats.inactive_split_bytes[index], remaining_size)
+                    stat_increase(stats.inactive_split[index], 1)
+        elif already_split:
+            for index in (AGGREGATE, pool_index):
+                stat_decrease(stats.inactive_split_bytes[index], block.size)
+                stat_decrease(stats.inactive_split[index], 1)
+        block.allocated = True
+        block.requested_size = requested
+        block.context = context
+        self.history.record("alloc", block.address, requested, block.stream, context)
+        self._active.add(block)
+        self._by_address[block.address] = block
+        bsize = block.size
+        for index in (AGGREGATE, pool_index):
+            stat_increase(stats.allocation[index], 1)
+            stat_increase(stats.allocated_bytes[index], bsize)
+            stat_increase(stats.active[index], 1)
+            stat_increase(stats.active_bytes[index], bsize)
+            stat_increase(stats.requested_bytes[index], requested)
+        if bsize >= self.config.max_split_size:
+            stat_increase(stats.oversize_allocations, 1)
+        return block
+
+    def _free_block(self, block: Block, context: Frames | None) -> None:
+        """Return a block whose uses have all completed to its pool, merging neighbours."""
+        self.history.record(
+            "free_completed", block.address, block.requested_size, block.stream,
+            context or block.context,
+        )
+        block.context = None
+        original_size = block.size
+        requested = block.requested_size
+        pool = block.pool
+        net_blocks = 0
+        net_bytes = 0
+        for candidate in (block.prev, block.next):
+            subsumed = self._try_merge(block, candidate, pool)
+            if subsumed:
+                net_blocks -= 1
+                net_bytes -= subsumed
+        self._active.discard(block)
+        pool.insert(block)
+        if block.prev is not None or block.next is not None:
+            net_blocks += 1
+            net_bytes += block.size
+        stats = self.stats
+        for index in (AGGREGATE, pool.stat_index):
+            if net_blocks > 0:
+                stat_increase(stats.inactive_split[index], net_blocks)
+            elif net_blocks < 0:
+                stat_decrease(stats.inactive_split[index], -net_blocks)
+            if net_bytes > 0:
+                stat_increase(stats.inactive_split_bytes[index], net_bytes)
+            elif net_bytes < 0:
+                stat_decrease(stats.inactive_split_bytes[index], -net_bytes)
+            stat_decrease(stats.active[index], 1)
+            stat_decrease(stats.active_bytes[index], original_size)
+            stat_decrease(stats.requested_bytes[index], requested)
+
+    @staticmethod
+    def _try_merge(dst: Block, src: Block | None, pool: BlockPool) -> int:
+        if src is None or src.allocated or src.event_count > 0 or src.stream_uses:
+            return 0
+        if dst.prev is src:
+            dst.address = src.address
+            dst.prev = src.prev
+            if dst.prev is not None:
+                dst.prev.next = dst
+            # The segment's allocation context lives on its first block.
+            dst.segment_context = src.segment_context
+        else:
+            dst.next = src.next
+            if dst.next is not None:
+                dst.next.prev = dst
+        pool.remove(src)
+        dst.size += src.size
+        return src.size
+
+    def _release_block(self, block: Block, context: Frames | None) -> None:
+        stats = self.stats
+        stats.num_device_free += 1
+        self.history.record(
+            "segment_free", block.address, block.size, block.stream,
+            context or block.segment_context,
+        )
+        block.pool.remove(block)
+        self.source.free(block.address, block.size)
+        self.total_reserved -= block.size
+        for array, amount in ((stats.segment, 1), (stats.reserved_bytes, block.size)):
+            stat_decrease(array[AGGREGATE], amount)
+            stat_decrease(array[block.pool.stat_index], amount)
+        if block.size >= self.config.max_split_size:
+            stat_decrease(stats.oversize_segments, 1)
+
+    def _release_blocks(self, pool: BlockPool, context: Frames | None) -> None:
+        for block in pool.ordered():
+            if block.prev is None and block.next is None:
+                self._release_block(block, context)
+
+    def _release_cached_blocks(self, context: Frames | None) -> bool:
+        self._synchronize_and_free_events(context)
+        self._release_blocks(self.large_pool, context)
+        self._release_blocks(self.small_pool, context)
+        return True
+
+    def _release_available_cached_blocks(
+        self, pool: BlockPool, stream: int, size: int, context: Frames | None
+    ) -> bool:
+        """Free oversize cached blocks of this stream, just enough for ``size`` bytes."""
+        max_split = self.config.max_split_size
+        if max_split == SIZE_MAX:
+            return False
+        target = max(size, max_split)
+        keys = pool.keys.get(stream, [])
+        index = bisect_left(keys, (target,))
+        if index < len(keys):
+            block = pool.blocks[keys[index][1]]
+            # A split block cannot go back to the source (torch would fail here).
+            if block.is_split():
+                return False
+            self._release_block(block, context)
+            return True
+        released = 0
+        for _, address in reversed(keys[:index]):
+            if released >= target:
+                break
+            block = pool.blocks[address]
+            if block.size < max_split:
+                break
+            if not block.is_split():
+                released += block.size
+                self._release_block(block, context)
+        return released >= target
+
+    def _garbage_collect(self, context: Frames | None) -> None:
+        """Free cached large segments that have gone unused the longest (torch's GC)."""
+        threshold = int(self.config.garbage_collection_threshold * self.allowed_memory_maximum)
+        if self.total_reserved <= threshold:
+            return
+        target = self.total_reserved - threshold
+        pool = self.large_pool
+        candidates = [b for b in pool.ordered() if not b.is_split()]
+        if not candidates:
+            return
+        total_age = sum(pool.gc_calls - b.gc_count_base for b in candidates)
+        count = len(candidates)
+        reclaimed = 0
+        freed_any = True
+        while reclaimed < target and freed_any and count > 0:
+            threshold_age = total_age / count
+            freed_any = False
+            for block in pool.ordered():
+                if block.is_split():
+                    continue
+                age = pool.gc_calls - block.gc_count_base
+                if age >= threshold_age:
+                    freed_any = True
+                    reclaimed += block.size
+                    total_age -= age
+                    count -= 1
+                    self._release_block(block, context)
+
+    def _insert_events(self, block: Block) -> None:
+        streams = list(block.stream_uses)
+        block.stream_uses = {}
+        for stream in streams:
+            event = self.source.record_event(stream)
+            block.event_count += 1
+            self._events.setdefault(stream, deque()).append((event, block))
+
+    def _process_events(self, context: Frames | None) -> None:
+        source = self.source
+        for stream in list(self._events):
+            queue = self._events[stream]
+            while queue:
+                event, block = queue[0]
+                if not source.event_done(event):
+                    break
+                queue.popleft()
+                source.release_event(event)
+                block.event_count -= 1
+                if block.event_count == 0:
+                    self._free_block(block, context)
+            if not queue:
+                del self._events[stream]
+
+    def _synchronize_and_free_events(self, context: Frames | None) -> None:
+        self.stats.num_sync_all_streams += 1
+        source = self.source
+        events = self._events
+        self._events = {}
+        for queue in events.values():
+            for event, block in queue:
+                source.synchronize_event(event)
+                source.release_event(event)
+                block.event_count -= 1
+                if block.event_count == 0:
+                    self._free_block(block, context)
+
+    def _out_of_memory(
+        self, size: int, alloc_size: int, stream: int, context: Frames | None
+    ) -> tuple[list[OOMObserver], str]:
+        free_bytes, total = self.source.mem_get_info()
+        allowed = f"{format_size(self.allowed_memory_maximum)} allowed; " if self.set_fraction else ""
+        self.history.record("oom", free_bytes, size, stream, context)
+        self.stats.num_ooms += 1
+        allocated = self.stats.allocated_bytes[AGGREGATE][0]
+        reserved = self.stats.reserved_bytes[AGGREGATE][0]
+        message = (
+            f"CUDA out of memory. Tried to allocate {format_size(alloc_size)}. "
+            f"GPU {self.device} has a total capacity of {format_size(total)} of which "
+            f"{format_size(free_bytes)} is free. {allowed}"
+            f"Of the allocated memory {format_size(allocated)} is allocated by PyTorch, "
+            f"and {format_size(reserved - allocated)} is reserved by PyTorch but unallocated. "
+            "If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
+            "See documentation for Memory Management  "
+            "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+        )
+        return list(self.oom_observers), message
+
+    # -- self-check ----------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if the block structure and the counters disagree.
+
+        Checks: segments tile their memory with no gaps, links are symmetric, free
+        blocks sit in the right free list and no two mergeable free blocks touch,
+        allocated blocks are exactly the address map, and every current statistic
+        equals what the blocks add up to. Cost: linear in the number of blocks.
+        """
+        from refimpl.cuda._allocator_check import check_invariants
+
+        check_invariants(self)
+
+
+
+def _as_int64(value: int) -> int:
+    return value - 2**64 if value >= 2**63 else value

@@ -1,0 +1,81 @@
+"""The GPU segment source of the caching allocator: segments from ``cuMemAlloc``.
+
+``refimpl.cuda._allocator`` is a pure algorithm over a ``SegmentSource``; this module
+is the real one, on one device:
+
+* ``allocate(nbytes)`` is ``cuMemAlloc`` under the device's primary context; running
+  out of memory (``CUDA_ERROR_OUT_OF_MEMORY``) returns None so that the allocator can
+  free its cache and retry; any other failure raises the driver error.
+* ``free`` is ``cuMemFree`` (which waits for the device to finish using the memory).
+* ``record_event``/``event_done``/``synchronize_event``/``release_event`` are driver
+  events without timing, kept in a free list and reused as torch's allocator does.
+
+:func:`install` registers the factory with the allocator; ``refimpl.cuda`` runs it
+during CUDA initialisation.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from refimpl.cuda import _driver
+
+
+class DeviceSegmentSource:
+    """Segments and stream events of one CUDA device."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self._free_events: list[int] = []
+        self._lock = threading.Lock()
+
+    def allocate(self, nbytes: int) -> int | None:
+        """A new ``cuMemAlloc`` allocation, or None when the device is out of memory."""
+        try:
+            return _driver.mem_alloc(self.device, nbytes)
+        except _driver.CudaDriverError as exc:
+            if exc.code == _driver.CUDA_ERROR_OUT_OF_MEMORY:
+                return None
+            raise
+
+    def free(self, address: int, nbytes: int) -> None:
+        """``cuMemFree`` an allocation made by :meth:`allocate`."""
+        _driver.mem_free(self.device, address)
+
+    def mem_get_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the device."""
+        return _driver.mem_get_info(self.device)
+
+    def record_event(self, stream: int) -> int:
+        """An event recorded now on ``stream``; the handle is the event object."""
+        with self._lock:
+            event = self._free_events.pop() if self._free_events else 0
+        if event == 0:
+            event = _driver.event_create(self.device, _driver.EVENT_DISABLE_TIMING)
+        _driver.event_record(self.device, event, stream)
+        return event
+
+    def event_done(self, event: object) -> bool:
+        """Whether the event has completed (never blocks)."""
+        return _driver.event_query(self.device, int(event))  # type: ignore[call-overload]
+
+    def synchronize_event(self, event: object) -> None:
+        """Block until the event has completed."""
+        _driver.event_synchronize(self.device, int(event))  # type: ignore[call-overload]
+
+    def release_event(self, event: object) -> None:
+        """Return the event to the free list for the next :meth:`record_event`."""
+        with self._lock:
+            self._free_events.append(int(event))  # type: ignore[call-overload]
+
+
+def install() -> None:
+    """Register :class:`DeviceSegmentSource` as the allocator's segment source factory."""
+    from refimpl.cuda import _allocator
+
+    _allocator.set_segment_source_factory(DeviceSegmentSource)
+    hook = getattr(_allocator, "set_current_device_hook", None)
+    if hook is not None:
+        from refimpl.cuda import _device
+
+        hook(_device._tls_device)
