@@ -29,7 +29,7 @@ class device:  # noqa: N801 - torch's spelling
         self = object.__new__(cls)
         if isinstance(type_or_str, int) and not isinstance(type_or_str, bool):
             if type_or_str < 0:
-                raise RuntimeError(f"Device index must not be negative")
+                raise RuntimeError("Device index must not be negative")
             self.type, self.index = "cuda", type_or_str
             return self
         if not isinstance(type_or_str, str):
@@ -38,6 +38,8 @@ class device:  # noqa: N801 - torch's spelling
                 f"({type(type_or_str).__name__})"
             )
         text = type_or_str
+        if not text:
+            raise RuntimeError("Device string must not be empty")
         head = text.split(":", 1)[0]
         if not re.fullmatch(r"[a-z]+", head) or head not in _KNOWN_TYPES.split(", "):
             raise RuntimeError(
@@ -55,7 +57,7 @@ class device:  # noqa: N801 - torch's spelling
         if idx is not None:
             index = int(idx)
         if index is not None and index < 0:
-            raise RuntimeError(f"Device index must not be negative")
+            raise RuntimeError("Device index must not be negative")
         if kind == "cpu" and index not in (None, 0):
             raise RuntimeError(f"CPU device index must be -1 or zero, got {index}")
         self.type, self.index = kind, index

@@ -37,8 +37,8 @@ class UntypedStorage:
     @classmethod
     def _wrap_numpy(cls, array: np.ndarray) -> UntypedStorage:
         """A CPU storage aliasing the bytes of a contiguous numpy array (no copy)."""
-        flat = array.reshape(-1).view(np.uint8) if array.size else np.empty(0, np.uint8)
-        s = cls.__new__(cls)
+        flat = array.reshape(-1).view(np.uint8) if array.size else _EMPTY
+        s = object.__new__(cls)
         s.device, s._data, s._nbytes, s._resizable = CPU, flat, flat.nbytes, False
         return s
 
@@ -99,6 +99,9 @@ def _allocate(nbytes: int, dev: device):
     if dev.type == "meta":
         return None
     raise NotImplementedError(f"refimpl does not implement storage on '{dev.type}'")
+
+
+_EMPTY = np.empty(0, np.uint8)
 
 
 class VersionCounter:

@@ -84,18 +84,20 @@ class Tensor(TensorAutogradMixin):
 
     @classmethod
     def _from_array(cls, array, dtype: D.dtype | None = None) -> Tensor:
-        """Wrap a numpy result as a fresh CPU tensor (copies only if not C-contiguous)."""
-        array = np.asarray(array)
-        if dtype is not None and array.dtype != dtype.np:
-            array = array.astype(dtype.np)
-        elif dtype is None:
+        """Wrap a numpy result as a fresh CPU tensor (copies only if it must)."""
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
+        if dtype is None:
             dtype = D.from_numpy_dtype(array.dtype)
-        if not array.flags.c_contiguous or array.base is not None and not array.flags.writeable:
-            array = np.ascontiguousarray(array)
-        if not array.flags.writeable:
-            array = array.copy()
+        elif array.dtype != dtype.np:
+            array = array.astype(dtype.np)
+        flags = array.flags
+        if not flags.c_contiguous or not flags.writeable:
+            array = np.array(array, order="C", copy=True)
         storage = UntypedStorage._wrap_numpy(array)
-        return cls._make(storage, array.shape, contiguous_strides(array.shape), 0, dtype)
+        t = cls._make(storage, array.shape, contiguous_strides(array.shape), 0, dtype)
+        t._np_cache = array
+        return t
 
     # -- metadata -----------------------------------------------------------------------
 

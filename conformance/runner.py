@@ -1,0 +1,366 @@
+"""Running many cases: in this process, or in a pool of long-lived worker processes.
+
+With ``jobs >= 1`` the cases run in that many worker processes. Each worker
+imports the target once, then receives cases in small batches and sends back one
+result per case, so the parent always knows which case a worker is running. A
+worker that dies (a segfault in the target, say) costs only the case it was
+running (reported as an error); a case that overruns its timeout is stopped by
+SIGALRM inside the worker, and if that does not work the parent kills the worker
+after a grace period. Either way a fresh worker takes over the rest.
+
+``jobs == 0`` runs everything in the calling process (no crash isolation), which
+is what the pytest plugin and debuggers want.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.execute import run_case
+from conformance.golden import GOLDEN_DIR, GoldenStore
+from conformance.model import ERROR, FAILED, SKIPPED, Case, Result
+from conformance.report import is_bad
+from conformance.targets import TargetImportError, TargetInfo, load_target, target_missing
+
+#: Seconds a worker may overrun a case's timeout before the parent kills it.
+KILL_GRACE = 10.0
+#: Seconds a worker may take to start and import the target.
+START_TIMEOUT = 300.0
+_CAPTURE_LIMIT = 4000
+
+
+class TargetUnavailable(Exception):
+    """The target cannot be used at all (its import failed or crashed)."""
+
+
+@dataclass
+class RunOptions:
+    """How to run: the target, parallelism, timeouts and goldens."""
+
+    target: str = "refimpl"
+    jobs: int = 1
+    timeout: float = 60.0
+    fail_fast: bool = False
+    record: bool = False
+    golden_dir: Path | None = GOLDEN_DIR
+    batch_size: int = 8
+
+
+@dataclass
+class RunResult:
+    """Every case that ran, with its result, and facts about the run."""
+
+    info: TargetInfo
+    pairs: list[tuple[Case, Result]] = field(default_factory=list)
+    not_run: int = 0
+    duration: float = 0.0
+    notice: str | None = None
+    worker_start: float = 0.0
+
+
+OnResult = Callable[[Case, Result], None]
+
+
+def run(cases: Sequence[Case], options: RunOptions, on_result: OnResult | None = None) -> RunResult:
+    """Run ``cases`` on ``options.target``; raises TargetUnavailable if it cannot import."""
+    start = time.perf_counter()
+    if options.target == "torch" and target_missing("torch"):
+        info = TargetInfo(name="torch")
+        notice = f"torch is not installed: skipping all {len(cases)} cases of target torch"
+        pairs = [(c, Result(c.id, SKIPPED, 0.0, "torch is not installed")) for c in cases]
+        for case, result in pairs:
+            if on_result:
+                on_result(case, result)
+        return RunResult(info, pairs, notice=notice, duration=time.perf_counter() - start)
+    if target_missing(options.target):
+        raise TargetUnavailable(
+            f"cannot import target {options.target!r}: no module named {options.target!r}"
+        )
+    if options.jobs <= 0:
+        result = _run_here(cases, options, on_result)
+    else:
+        result = _Pool(cases, options, on_result).run()
+    result.duration = time.perf_counter() - start
+    return result
+
+
+def _run_here(cases: Sequence[Case], options: RunOptions, on_result: OnResult | None) -> RunResult:
+    try:
+        adapter = load_target(options.target)
+    except TargetImportError as exc:
+        raise TargetUnavailable(str(exc)) from None
+    info = adapter.info()
+    goldens = GoldenStore(options.golden_dir)
+    out = RunResult(info)
+    for i, case in enumerate(cases):
+        result = run_case(
+            case, adapter, info, goldens=goldens, record=options.record,
+            timeout=case.timeout or options.timeout,
+        )  # fmt: skip
+        out.pairs.append((case, result))
+        if on_result:
+            on_result(case, result)
+        if options.fail_fast and is_bad(result):
+            out.not_run = len(cases) - i - 1
+            break
+    return out
+
+
+# -- the worker side ----------------------------------------------------------------
+
+
+def _worker_main(conn: Any, target: str, golden_dir: str | None, record: bool) -> None:
+    """Entry point of a worker process: import the target once, then run batches."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    try:
+        adapter = load_target(target)
+        info = adapter.info()
+    except TargetImportError as exc:
+        conn.send(("import-error", str(exc)))
+        return
+    conn.send(("ready", info))
+    goldens = GoldenStore(golden_dir)
+    real_out, real_err = sys.stdout, sys.stderr
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        for index, case, timeout in message:
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+                result = run_case(
+                    case, adapter, info, goldens=goldens, record=record, timeout=timeout
+                )
+            sys.stdout, sys.stderr = real_out, real_err
+            output = buffer.getvalue()
+            if output and is_bad(result):
+                result.message += "\ncaptured output:\n" + output[-_CAPTURE_LIMIT:]
+            conn.send(("result", index, result))
+
+
+# -- the parent side ----------------------------------------------------------------
+
+
+def _mp_context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        # The fork server imports the engine (numpy, yaml) once; never the target,
+        # whose import may start threads or touch a GPU.
+        context.set_forkserver_preload(["conformance.runner"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    pending: deque = field(default_factory=deque)
+    ready: bool = False
+    since: float = 0.0  # when the case at pending[0] started (at the latest)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class _Pool:
+    """The parent's bookkeeping: queue of case indices, workers, results."""
+
+    def __init__(self, cases: Sequence[Case], options: RunOptions, on_result: OnResult | None):
+        self.cases = cases
+        self.options = options
+        self.on_result = on_result
+        self.queue: deque[int] = deque(range(len(cases)))
+        self.results: list[Result | None] = [None] * len(cases)
+        self.workers: list[_Worker] = []
+        self.context = _mp_context()
+        self.info: TargetInfo | None = None
+        self.stopped = False
+        self.started_at = time.perf_counter()
+        self.ready_at = 0.0
+
+    def _spawn(self) -> None:
+        parent_conn, child_conn = self.context.Pipe(duplex=True)
+        golden = None if self.options.golden_dir is None else str(self.options.golden_dir)
+        process = self.context.Process(
+            target=_worker_main,
+            args=(child_conn, self.options.target, golden, self.options.record),
+            daemon=True,
+        )
+        process.start()
+        child_conn.close()
+        self.workers.append(_Worker(process, parent_conn, since=time.monotonic()))
+
+    def _timeout_of(self, index: int) -> float:
+        return self.cases[index].timeout or self.options.timeout
+
+    def _feed(self, worker: _Worker) -> None:
+        if self.stopped or not worker.ready or len(worker.pending) > 1 or not self.queue:
+            return
+        share = -(-len(self.queue) // (2 * max(1, len(self.workers))))
+        size = max(1, min(self.options.batch_size, share))
+        batch = []
+        while self.queue and len(batch) < size:
+            index = self.queue.popleft()
+            batch.append((index, self.cases[index], self._timeout_of(index)))
+            worker.pending.append(index)
+        if len(worker.pending) == len(batch):
+            worker.since = time.monotonic()
+        worker.conn.send(batch)
+
+    def _finish(self, index: int, result: Result) -> None:
+        self.results[index] = result
+        if self.on_result:
+            self.on_result(self.cases[index], result)
+        if self.options.fail_fast and is_bad(result):
+            self.stopped = True
+
+    def _handle(self, worker: _Worker, message: tuple) -> None:
+        kind = message[0]
+        if kind == "ready":
+            worker.ready = True
+            worker.since = time.monotonic()
+            if self.info is None:
+                self.info = message[1]
+                self.ready_at = time.perf_counter()
+            self._feed(worker)
+        elif kind == "import-error":
+            raise TargetUnavailable(message[1])
+        elif kind == "result":
+            _, index, result = message
+            if worker.pending and worker.pending[0] == index:
+                worker.pending.popleft()
+            worker.since = time.monotonic()
+            self._finish(index, result)
+            self._feed(worker)
+
+    def _drain(self, worker: _Worker) -> bool:
+        """Read every message available; False once the worker's pipe is closed."""
+        try:
+            while worker.conn.poll():
+                self._handle(worker, worker.conn.recv())
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def _replace(self, worker: _Worker, reason: str, outcome: str) -> None:
+        """Drop a dead or stuck worker: its running case gets ``reason``, the rest requeue."""
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(5)
+        worker.conn.close()
+        self.workers.remove(worker)
+        if not worker.ready:
+            raise TargetUnavailable(
+                f"target {self.options.target!r} crashed while importing "
+                f"({_describe_exit(worker.process.exitcode)})"
+            )
+        if worker.pending:
+            index = worker.pending.popleft()
+            self._finish(index, Result(self.cases[index].id, outcome, self._timeout_of(index), reason))
+            self.queue.extendleft(reversed(worker.pending))
+        if self.queue and not self.stopped:
+            self._spawn()
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if not worker.ready:
+                if now - worker.since > START_TIMEOUT:
+                    raise TargetUnavailable(
+                        f"target {self.options.target!r} took over {START_TIMEOUT:g} s to import"
+                    )
+                continue
+            if worker.pending:
+                limit = self._timeout_of(worker.pending[0])
+                if now - worker.since > limit + KILL_GRACE:
+                    self._replace(worker, f"timed out after {limit:g} s (worker killed)", FAILED)
+
+    def _loop(self) -> None:
+        while not self.stopped and (self.queue or any(w.pending for w in self.workers)):
+            conns = {w.conn: w for w in self.workers}
+            sentinels = {w.process.sentinel: w for w in self.workers}
+            ready = multiprocessing.connection.wait([*conns, *sentinels], timeout=0.5)
+            dead = []
+            for handle in ready:
+                worker = conns.get(handle) or sentinels.get(handle)
+                if worker is None or worker not in self.workers:
+                    continue
+                if not self._drain(worker) or handle in sentinels:
+                    if worker not in dead:
+                        dead.append(worker)
+            for worker in dead:
+                if worker in self.workers:
+                    self._drain(worker)
+                    worker.process.join(1)
+                    code = worker.process.exitcode
+                    if code is None and worker.process.is_alive() and handle not in sentinels:
+                        pass
+                    reason = f"worker process died ({_describe_exit(code)}) while running this case"
+                    self._replace(worker, reason, ERROR)
+            self._check_deadlines()
+
+    def _shutdown(self) -> None:
+        for worker in self.workers:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                worker.conn.send(None)
+        deadline = time.monotonic() + 2
+        for worker in self.workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(1)
+            worker.conn.close()
+        self.workers.clear()
+
+    def run(self) -> RunResult:
+        try:
+            for _ in range(min(self.options.jobs, max(1, len(self.cases)))):
+                self._spawn()
+            if self.cases:
+                self._loop()
+            else:
+                self._wait_ready()
+        finally:
+            self._shutdown()
+        out = RunResult(self.info or TargetInfo(self.options.target))
+        out.pairs = [(c, r) for c, r in zip(self.cases, self.results, strict=True) if r is not None]
+        out.not_run = len(self.cases) - len(out.pairs)
+        out.worker_start = self.ready_at - self.started_at if self.ready_at else 0.0
+        return out
+
+    def _wait_ready(self) -> None:
+        while self.info is None:
+            for worker in list(self.workers):
+                if worker.conn.poll(0.1) and not self._drain(worker):
+                    self._replace(worker, "worker died", ERROR)
+                elif not worker.process.is_alive() and not self._drain(worker):
+                    self._replace(worker, "worker died", ERROR)
+            self._check_deadlines()
+
+
+def default_jobs() -> int:
+    """Worker processes used when ``-j`` is not given: one per CPU, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
