@@ -33,9 +33,8 @@ def skip_reason(case: Case, info: TargetInfo) -> str | None:
     req = case.requires
     if req.targets is not None and info.name not in req.targets:
         return f"runs only on targets: {', '.join(req.targets)}"
-    if req.torch and info.name == "torch" and info.version:
-        if not versions.in_range(info.version, req.torch):
-            return f"needs torch {req.torch}; target is torch {info.version}"
+    if req.torch and info.name == "torch" and not versions.in_range(info.version or "0", req.torch):
+        return f"needs torch {req.torch}; target is torch {info.version}"
     if req.cuda and not info.cuda_available:
         return "needs CUDA; the target sees no CUDA device"
     if req.gpus and len(info.cuda_devices) < req.gpus:

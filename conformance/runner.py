@@ -20,7 +20,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -132,7 +131,6 @@ def _worker_main(conn: Any, target: str, golden_dir: str | None, record: bool) -
         return
     conn.send(("ready", info))
     goldens = GoldenStore(golden_dir)
-    real_out, real_err = sys.stdout, sys.stderr
     while True:
         try:
             message = conn.recv()
@@ -146,7 +144,6 @@ def _worker_main(conn: Any, target: str, golden_dir: str | None, record: bool) -
                 result = run_case(
                     case, adapter, info, goldens=goldens, record=record, timeout=timeout
                 )
-            sys.stdout, sys.stderr = real_out, real_err
             output = buffer.getvalue()
             if output and is_bad(result):
                 result.message += "\ncaptured output:\n" + output[-_CAPTURE_LIMIT:]
@@ -300,32 +297,32 @@ class _Pool:
 
     def _loop(self) -> None:
         while not self.stopped and (self.queue or any(w.pending for w in self.workers)):
-            conns = {w.conn: w for w in self.workers}
-            sentinels = {w.process.sentinel: w for w in self.workers}
-            ready = multiprocessing.connection.wait([*conns, *sentinels], timeout=0.5)
-            dead = []
-            for handle in ready:
-                worker = conns.get(handle) or sentinels.get(handle)
-                if worker is None or worker not in self.workers:
+            by_handle: dict[Any, _Worker] = {}
+            for worker in self.workers:
+                by_handle[worker.conn] = worker
+                by_handle[worker.process.sentinel] = worker
+            dead: list[_Worker] = []
+            for handle in multiprocessing.connection.wait(list(by_handle), timeout=0.5):
+                worker = by_handle[handle]
+                if worker in dead or worker not in self.workers:
                     continue
-                if not self._drain(worker) or handle in sentinels:
-                    if worker not in dead:
-                        dead.append(worker)
+                if not self._drain(worker) or handle == worker.process.sentinel:
+                    dead.append(worker)
             for worker in dead:
                 if worker in self.workers:
-                    self._drain(worker)
                     worker.process.join(1)
                     code = worker.process.exitcode
-                    if code is None and worker.process.is_alive() and handle not in sentinels:
-                        pass
                     reason = f"worker process died ({_describe_exit(code)}) while running this case"
                     self._replace(worker, reason, ERROR)
             self._check_deadlines()
 
     def _shutdown(self) -> None:
         for worker in self.workers:
-            with contextlib.suppress(OSError, BrokenPipeError):
-                worker.conn.send(None)
+            if self.stopped:
+                worker.process.kill()  # fail-fast: do not wait for batches in flight
+            else:
+                with contextlib.suppress(OSError):
+                    worker.conn.send(None)
         deadline = time.monotonic() + 2
         for worker in self.workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))
@@ -336,13 +333,13 @@ class _Pool:
         self.workers.clear()
 
     def run(self) -> RunResult:
+        """Run every case; the workers are gone when this returns."""
+        if not self.cases:
+            return RunResult(TargetInfo(self.options.target))
         try:
-            for _ in range(min(self.options.jobs, max(1, len(self.cases)))):
+            for _ in range(min(self.options.jobs, len(self.cases))):
                 self._spawn()
-            if self.cases:
-                self._loop()
-            else:
-                self._wait_ready()
+            self._loop()
         finally:
             self._shutdown()
         out = RunResult(self.info or TargetInfo(self.options.target))
@@ -350,15 +347,6 @@ class _Pool:
         out.not_run = len(self.cases) - len(out.pairs)
         out.worker_start = self.ready_at - self.started_at if self.ready_at else 0.0
         return out
-
-    def _wait_ready(self) -> None:
-        while self.info is None:
-            for worker in list(self.workers):
-                if worker.conn.poll(0.1) and not self._drain(worker):
-                    self._replace(worker, "worker died", ERROR)
-                elif not worker.process.is_alive() and not self._drain(worker):
-                    self._replace(worker, "worker died", ERROR)
-            self._check_deadlines()
 
 
 def default_jobs() -> int:

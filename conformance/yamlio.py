@@ -145,7 +145,7 @@ def load_yaml(path: str | Path) -> Any:
     if not text.strip():
         raise CaseFileError(path, 1, "empty file")
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1

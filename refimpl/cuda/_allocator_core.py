@@ -123,22 +123,18 @@ class CachingAllocator:
                 raise RuntimeError(f"double free of block at {block.address:#x}")
             del self._by_address[block.address]
             block.allocated = False
-            stats = self.stats
             size = block.size
-            pool_index = block.pool.stat_index
-            stat_decrease(stats.allocation[AGGREGATE], 1)
-            stat_decrease(stats.allocation[pool_index], 1)
-            stat_decrease(stats.allocated_bytes[AGGREGATE], size)
-            stat_decrease(stats.allocated_bytes[pool_index], size)
-            self.history.record(
-                "free_requested",
-                block.address,
-                block.requested_size,
-                block.stream,
-                context or block.context,
-            )
+            self.stats.record_free_requested(block.pool.stat_index, size)
+            if self.history.enabled:
+                self.history.record(
+                    "free_requested",
+                    block.address,
+                    block.requested_size,
+                    block.stream,
+                    context or block.context,
+                )
             if size >= self.config.max_split_size:
-                stat_decrease(stats.oversize_allocations, 1)
+                stat_decrease(self.stats.oversize_allocations, 1)
             if block.stream_uses:
                 self._insert_events(block)
             else:
@@ -344,26 +340,22 @@ class CachingAllocator:
         block.allocated = True
         block.requested_size = requested
         block.context = context
-        self.history.record("alloc", block.address, requested, block.stream, context)
+        if self.history.enabled:
+            self.history.record("alloc", block.address, requested, block.stream, context)
         self._active.add(block)
         self._by_address[block.address] = block
-        bsize = block.size
-        for index in (AGGREGATE, pool_index):
-            stat_increase(stats.allocation[index], 1)
-            stat_increase(stats.allocated_bytes[index], bsize)
-            stat_increase(stats.active[index], 1)
-            stat_increase(stats.active_bytes[index], bsize)
-            stat_increase(stats.requested_bytes[index], requested)
-        if bsize >= self.config.max_split_size:
+        stats.record_alloc(pool_index, block.size, requested)
+        if block.size >= self.config.max_split_size:
             stat_increase(stats.oversize_allocations, 1)
         return block
 
     def _free_block(self, block: Block, context: Frames | None) -> None:
         """Return a block whose uses have all completed to its pool, merging neighbours."""
-        self.history.record(
-            "free_completed", block.address, block.requested_size, block.stream,
-            context or block.context,
-        )
+        if self.history.enabled:
+            self.history.record(
+                "free_completed", block.address, block.requested_size, block.stream,
+                context or block.context,
+            )
         block.context = None
         original_size = block.size
         requested = block.requested_size
@@ -380,19 +372,9 @@ class CachingAllocator:
         if block.prev is not None or block.next is not None:
             net_blocks += 1
             net_bytes += block.size
-        stats = self.stats
-        for index in (AGGREGATE, pool.stat_index):
-            if net_blocks > 0:
-                stat_increase(stats.inactive_split[index], net_blocks)
-            elif net_blocks < 0:
-                stat_decrease(stats.inactive_split[index], -net_blocks)
-            if net_bytes > 0:
-                stat_increase(stats.inactive_split_bytes[index], net_bytes)
-            elif net_bytes < 0:
-                stat_decrease(stats.inactive_split_bytes[index], -net_bytes)
-            stat_decrease(stats.active[index], 1)
-            stat_decrease(stats.active_bytes[index], original_size)
-            stat_decrease(stats.requested_bytes[index], requested)
+        self.stats.record_free_completed(
+            pool.stat_index, original_size, requested, net_blocks, net_bytes
+        )
 
     @staticmethod
     def _try_merge(dst: Block, src: Block | None, pool: BlockPool) -> int:

@@ -53,7 +53,7 @@ def stat_increase(stat: list[int], amount: int) -> None:
     """Raise a ``[current, peak, allocated, freed]`` stat by ``amount``."""
     current = stat[0] + amount
     stat[0] = current
-    stat[1] = max(stat[1], current)
+    stat[1] = current if current > stat[1] else stat[1]
     stat[2] += amount
 
 
@@ -92,6 +92,69 @@ class DeviceStats:
         self.oversize_allocations = [0, 0, 0, 0]
         self.oversize_segments = [0, 0, 0, 0]
         self.max_split_size = max_split_size
+
+    def record_alloc(self, pool_index: int, size: int, requested: int) -> None:
+        """A block of ``size`` bytes (``requested`` asked for) was handed out."""
+        # Written out flat: this runs on every allocation.
+        for index in (AGGREGATE, pool_index):
+            stat = self.allocation[index]
+            current = stat[0] + 1
+            stat[0] = current
+            stat[1] = current if current > stat[1] else stat[1]
+            stat[2] += 1
+            stat = self.active[index]
+            current = stat[0] + 1
+            stat[0] = current
+            stat[1] = current if current > stat[1] else stat[1]
+            stat[2] += 1
+            stat = self.allocated_bytes[index]
+            current = stat[0] + size
+            stat[0] = current
+            stat[1] = current if current > stat[1] else stat[1]
+            stat[2] += size
+            stat = self.active_bytes[index]
+            current = stat[0] + size
+            stat[0] = current
+            stat[1] = current if current > stat[1] else stat[1]
+            stat[2] += size
+            stat = self.requested_bytes[index]
+            current = stat[0] + requested
+            stat[0] = current
+            stat[1] = current if current > stat[1] else stat[1]
+            stat[2] += requested
+
+    def record_free_requested(self, pool_index: int, size: int) -> None:
+        """A block of ``size`` bytes was given back by its user."""
+        for index in (AGGREGATE, pool_index):
+            stat = self.allocation[index]
+            stat[0] -= 1
+            stat[3] += 1
+            stat = self.allocated_bytes[index]
+            stat[0] -= size
+            stat[3] += size
+
+    def record_free_completed(
+        self, pool_index: int, size: int, requested: int, split_blocks: int, split_bytes: int
+    ) -> None:
+        """A freed block became reusable; inactive split blocks/bytes changed by the deltas."""
+        for index in (AGGREGATE, pool_index):
+            stat = self.active[index]
+            stat[0] -= 1
+            stat[3] += 1
+            stat = self.active_bytes[index]
+            stat[0] -= size
+            stat[3] += size
+            stat = self.requested_bytes[index]
+            stat[0] -= requested
+            stat[3] += requested
+            if split_blocks > 0:
+                stat_increase(self.inactive_split[index], split_blocks)
+            elif split_blocks < 0:
+                stat_decrease(self.inactive_split[index], -split_blocks)
+            if split_bytes > 0:
+                stat_increase(self.inactive_split_bytes[index], split_bytes)
+            elif split_bytes < 0:
+                stat_decrease(self.inactive_split_bytes[index], -split_bytes)
 
     def reset_peak(self) -> None:
         """Set every peak to its current value (``reset_peak_memory_stats``)."""

@@ -118,6 +118,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     t = empty_op(shape, dtype=dt, device=dev)
     if t.numel():
         t.fill_(fill_value)
+        t._version_counter.version = 0  # a fresh tensor starts at version 0
     if out is not None:
         out.resize_(shape).copy_(t)
         return out
@@ -134,6 +135,7 @@ def _filled(value):
         t = empty_op(_shape_args(size), dtype=dt, device=dev)
         if value is not None and t.numel() and (value != 0 or dev.type != "cpu"):
             t.fill_(value)
+            t._version_counter.version = 0  # a fresh tensor starts at version 0
         if out is not None:
             out.resize_(t.shape).copy_(t)
             return out

@@ -56,6 +56,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
     dt = _floating(dtype, "check_uniform_bounds")
     t = empty(*_shape_args(size), dtype=dt, device=device)
     _fill_from(t, _uniform_values(t.numel(), dt, _gen(generator)))
+    t._version_counter.version = 0
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -65,6 +66,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     dt = _floating(dtype, "normal_kernel_cpu")
     t = empty(*_shape_args(size), dtype=dt, device=device)
     _fill_from(t, _normal_values(t.numel(), dt, _gen(generator)))
+    t._version_counter.version = 0
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -86,6 +88,7 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad: bool 
     dt = D.dtype_from_any(dtype) if dtype is not None else D.int64
     t = empty(*_shape_args((shape,)), dtype=dt, device=device)
     _fill_from(t, _gen(generator).integers(t.numel(), int(low), int(high)))
+    t._version_counter.version = 0
     return t.requires_grad_(True) if requires_grad else t
 
 
