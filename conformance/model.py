@@ -94,6 +94,8 @@ class Check:
     def label(self) -> str:
         """A short human name, such as ``value: out``."""
         head = self.data.get(self.kind)
+        if isinstance(head, tuple):
+            head = "[" + ", ".join(head) + "]"
         if self.kind in ("raises", "warns", "memory"):
             head = self.data.get("eval") or "program"
         return f"{self.kind}: {head}"

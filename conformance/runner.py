@@ -276,7 +276,8 @@ class _Pool:
             )
         if worker.pending:
             index = worker.pending.popleft()
-            self._finish(index, Result(self.cases[index].id, outcome, self._timeout_of(index), reason))
+            elapsed = time.monotonic() - worker.since
+            self._finish(index, Result(self.cases[index].id, outcome, elapsed, reason))
             self.queue.extendleft(reversed(worker.pending))
         if self.queue and not self.stopped:
             self._spawn()

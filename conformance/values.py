@@ -22,6 +22,8 @@ _RTOL["complex128"] = _RTOL["float64"]
 #: Default (rtol, atol) of each floating dtype; Python floats use float64's.
 TOLERANCES = {name: (rtol, rtol * _ATOL_PER_RTOL) for name, rtol in _RTOL.items()}
 _SHOWN_ELEMENTS = 24
+#: numpy dtype used to print values of a dtype (so float32 prints as float32).
+_DISPLAY = {"float16": np.float16, "bfloat16": np.float32, "float32": np.float32}
 
 
 def tolerance(dtype: str | None, rtol: float | None = None, atol: float | None = None) -> tuple:
@@ -81,6 +83,9 @@ def short(value: Any) -> str:
     if is_array(value):
         kind = "tensor" if "tensor" in value else "ndarray"
         device = f", {value['device']}" if "device" in value else ""
+        data = value.get(kind)
+        if data is not None and len(repr(data)) <= 80:
+            return f"{kind}({data!r}, {value['dtype']}{device})"
         return f"{kind}({value['dtype']}, shape {value['shape']}{device})"
     if isinstance(value, np.ndarray):
         return f"ndarray({value.dtype}, shape {list(value.shape)})"
@@ -132,10 +137,11 @@ def compare_arrays(
     first = int(np.flatnonzero(bad.ravel())[0])
     tol_text = "exact" if exact else f"rtol={rtol:g}, atol={atol:g}"
     lines = [f"{count} of {total} elements differ ({dtype}, {tol_text})"]
-    a_first, e_first = have.ravel()[first], want.ravel()[first]
+    shown = have.astype(_DISPLAY.get(dtype, have.dtype))
+    a_first, e_first = shown.ravel()[first].item(), want.ravel()[first].item()
     lines.append(
         f"first mismatch at index {_index(first, tuple(shape))}: "
-        f"actual {a_first!r}, expected {e_first!r}".replace("np.", "")
+        f"actual {a_first!r}, expected {e_first!r}"
     )
     if have.dtype.kind in "fciu" and want.dtype.kind in "fciub":
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -150,7 +156,7 @@ def compare_arrays(
             f"max rel error {float(rel.ravel()[at_rel]):.6g} at {_index(at_rel, tuple(shape))}"
         )
     if total <= _SHOWN_ELEMENTS:
-        lines.append(f"actual:   {_fmt(have)}")
+        lines.append(f"actual:   {_fmt(shown)}")
         lines.append(f"expected: {_fmt(want)}")
     return "\n".join(lines)
 

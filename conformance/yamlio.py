@@ -86,6 +86,9 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode):  # type: ignore
     loader.flatten_mapping(node)
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if isinstance(key_node, yaml.ScalarNode) and (key is None or isinstance(key, bool)):
+            # Keys are names: `true:` (the check kind) must stay the string "true".
+            key = key_node.value
         try:
             hash(key)
         except TypeError:

@@ -112,6 +112,10 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
     if kind == "factory":
         dev = kwargs.get("device")
         dev = CPU if dev is None else _resolve(dev)
+    elif op.extra.get("cross_device"):
+        # copies between devices run on the CUDA side (it owns the copy engine)
+        devs = [t._storage.device for t in tensors_in(args, kwargs)]
+        dev = next((d for d in devs if d.type == "cuda"), devs[0] if devs else CPU)
     else:
         dev = common_device(op, tensors_in(args, kwargs))
     dtype_ = dev.type

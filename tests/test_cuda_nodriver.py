@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-import refimpl.cuda as cuda
+import refimpl.cuda as cuda  # noqa: PLR0402 - refimpl also exports a cuda() op
 from refimpl.cuda import _device, _driver, _kernels, _lazy, _nvrtc
 
 pytestmark = pytest.mark.skipif(

@@ -53,7 +53,8 @@ def stat_increase(stat: list[int], amount: int) -> None:
     """Raise a ``[current, peak, allocated, freed]`` stat by ``amount``."""
     current = stat[0] + amount
     stat[0] = current
-    stat[1] = current if current > stat[1] else stat[1]
+    if current > stat[1]:  # noqa: PLR1730 - max() is a call; this runs per allocation
+        stat[1] = current
     stat[2] += amount
 
 
@@ -95,33 +96,19 @@ class DeviceStats:
 
     def record_alloc(self, pool_index: int, size: int, requested: int) -> None:
         """A block of ``size`` bytes (``requested`` asked for) was handed out."""
-        # Written out flat: this runs on every allocation.
         for index in (AGGREGATE, pool_index):
-            stat = self.allocation[index]
-            current = stat[0] + 1
-            stat[0] = current
-            stat[1] = current if current > stat[1] else stat[1]
-            stat[2] += 1
-            stat = self.active[index]
-            current = stat[0] + 1
-            stat[0] = current
-            stat[1] = current if current > stat[1] else stat[1]
-            stat[2] += 1
-            stat = self.allocated_bytes[index]
-            current = stat[0] + size
-            stat[0] = current
-            stat[1] = current if current > stat[1] else stat[1]
-            stat[2] += size
-            stat = self.active_bytes[index]
-            current = stat[0] + size
-            stat[0] = current
-            stat[1] = current if current > stat[1] else stat[1]
-            stat[2] += size
-            stat = self.requested_bytes[index]
-            current = stat[0] + requested
-            stat[0] = current
-            stat[1] = current if current > stat[1] else stat[1]
-            stat[2] += requested
+            for stat, amount in (
+                (self.allocation[index], 1),
+                (self.active[index], 1),
+                (self.allocated_bytes[index], size),
+                (self.active_bytes[index], size),
+                (self.requested_bytes[index], requested),
+            ):
+                current = stat[0] + amount
+                stat[0] = current
+                if current > stat[1]:  # noqa: PLR1730 - max() is a call; this runs per allocation
+                    stat[1] = current
+                stat[2] += amount
 
     def record_free_requested(self, pool_index: int, size: int) -> None:
         """A block of ``size`` bytes was given back by its user."""

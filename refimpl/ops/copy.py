@@ -15,6 +15,22 @@ def _same_meta(self, *a, **k) -> TensorSpec:
     return TensorSpec(self._shape, self.dtype, self.device)
 
 
+def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'other' must be Tensor, not {type(src).__name__}")
+    from refimpl.cuda import _tensor_ops
+    from refimpl.ops._helpers import broadcast_shapes
+
+    if broadcast_shapes(self._shape, src._shape) != self._shape:
+        raise RuntimeError(
+            f"output with shape {list(self._shape)} doesn't match the broadcast shape "
+            f"{list(broadcast_shapes(self._shape, src._shape))}"
+        )
+    _tensor_ops.copy_(self, src, non_blocking=non_blocking)
+    self._version_counter.bump()
+    return self
+
+
 def _copy_cpu(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'other' must be Tensor, not {type(src).__name__}")
@@ -43,8 +59,8 @@ def _copy_backward(ctx, grad):
 
 
 # copy_ writes into input 0 itself (not through a base op), so it is its own kind.
-copy_ = defop("copy_", kind="compute", meta=_same_meta, cpu=_copy_cpu, backward=_copy_backward,
-              node="CopyBackwards", extra={"writes_input0": True})
+copy_ = defop("copy_", kind="compute", meta=_same_meta, cpu=_copy_cpu, cuda=_copy_cuda, backward=_copy_backward,
+              node="CopyBackwards", extra={"writes_input0": True, "cross_device": True})
 
 
 def _fill_cpu(self: Tensor, value) -> Tensor:
@@ -134,8 +150,15 @@ _to_copy = defop("_to_copy", meta=lambda self, dtype: TensorSpec(self._shape, dt
 
 
 def _to_device_cpu(self: Tensor, device, non_blocking: bool = False) -> Tensor:
+    if device.type == "cpu" and self.device.type == "cuda" and non_blocking:
+        # torch: a non-blocking copy to the host lands in pinned memory
+        from refimpl.cuda import _tensor_ops
+
+        out = _tensor_ops.empty_pinned(self._shape, self.dtype)
+        _tensor_ops.copy_(out, self, non_blocking=True)
+        return out
     out = Tensor._empty(self._shape, self.dtype, device)
-    if device.type == "cuda":
+    if device.type == "cuda" or self.device.type == "cuda":
         from refimpl.cuda import _tensor_ops
 
         _tensor_ops.copy_(out, self, non_blocking=non_blocking)
@@ -196,5 +219,36 @@ def cuda(self: Tensor, device=None, non_blocking: bool = False) -> Tensor:
     return to(self, dev, non_blocking=non_blocking)
 
 
-__all__ = ["copy_", "fill_", "zero_", "clone", "contiguous", "to", "cpu", "cuda", "to_device"]
-TENSOR_METHODS = ("zero_", "contiguous", "to", "cpu", "cuda")
+__all__ = ["fill_", "zero_", "clone"]
+def pin_memory(self: Tensor, device=None) -> Tensor:
+    """A copy of this CPU tensor in pinned (page-locked) memory."""
+    from refimpl.cuda import _tensor_ops
+
+    return _tensor_ops.pin_memory(self)
+
+
+def is_pinned(self: Tensor, device=None) -> bool:
+    """Whether this CPU tensor lives in pinned memory."""
+    if self.device.type != "cpu":
+        return False
+    from refimpl.cuda import _host_allocator
+
+    if _host_allocator._host_allocator is None:
+        return False
+    from refimpl.cuda import _tensor_ops
+
+    return _tensor_ops.is_pinned(self)
+
+
+def record_stream(self: Tensor, stream) -> None:
+    """Mark this CUDA tensor's memory as in use on ``stream`` until the work queued there
+    when the tensor is freed has completed (the caching allocator defers its reuse)."""
+    if self.device.type != "cuda":
+        raise RuntimeError("record_stream is only supported for CUDA tensors")
+    from refimpl.cuda import _tensor_memory
+
+    _tensor_memory.record_stream(self._storage, stream)
+
+
+TENSOR_METHODS = ("zero_", "contiguous", "to", "cpu", "cuda", "pin_memory", "is_pinned",
+                  "record_stream")

@@ -1,0 +1,71 @@
+"""Device memory of CUDA tensors: storages take blocks from the caching allocator.
+
+A CUDA ``UntypedStorage`` holds a ``DeviceAllocation``: one block of the device's
+caching allocator, allocated on the current stream of that device and given back to
+the allocator (not to the driver) when the storage is garbage-collected. This is
+what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch.
+"""
+
+from __future__ import annotations
+
+from refimpl.cuda import _allocator, streams
+from refimpl.cuda._lazy import _lazy_init
+
+
+class DeviceAllocation:
+    """One caching-allocator block owned by a storage; freed when the storage dies."""
+
+    __slots__ = ("ptr", "nbytes", "device_index", "block", "_allocator", "__weakref__")
+
+    def __init__(self, nbytes: int, device_index: int) -> None:
+        _lazy_init()
+        self.nbytes = nbytes
+        self.device_index = device_index
+        self._allocator = None
+        self.block = None
+        self.ptr = 0
+        if nbytes:
+            stream = streams.current_stream(device_index).cuda_stream
+            alloc = _allocator.get_device_allocator(device_index)
+            self.block = alloc.malloc(nbytes, stream)
+            self._allocator = alloc
+            self.ptr = self.block.address
+
+    def release(self) -> None:
+        """Return the block to the allocator (idempotent)."""
+        block, self.block = self.block, None
+        if block is not None and self._allocator is not None:
+            self._allocator.free(block)
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the driver may be gone
+            pass
+
+
+def allocate(nbytes: int, device) -> DeviceAllocation:
+    """A fresh device allocation of ``nbytes`` on ``device`` (a refimpl device)."""
+    from refimpl.cuda import _device
+
+    index = device.index if device.index is not None else _device.current_device()
+    return DeviceAllocation(nbytes, index)
+
+
+def resize(old: DeviceAllocation, old_nbytes: int, nbytes: int, device) -> DeviceAllocation:
+    """A new allocation of ``nbytes`` holding the common prefix of ``old``."""
+    from refimpl.cuda import _driver
+
+    new = allocate(nbytes, device)
+    n = min(old_nbytes, nbytes)
+    if n:
+        stream = streams.current_stream(new.device_index).cuda_stream
+        _driver.memcpy_dtod_async(new.device_index, new.ptr, old.ptr, n, stream)
+    return new
+
+
+def record_stream(storage, stream) -> None:
+    """Mark the storage's block as in use on ``stream`` (see ``Tensor.record_stream``)."""
+    alloc: DeviceAllocation = storage._data
+    if alloc.block is not None:
+        alloc._allocator.record_stream(alloc.block, stream.cuda_stream)

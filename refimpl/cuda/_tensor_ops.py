@@ -1,0 +1,154 @@
+"""Copies and fills of CUDA tensors: the memory-movement kernels the tensor layer calls.
+
+* device <- device: the strided copy kernel (``_kernels.copy``), any dtype pair,
+  broadcasting through zero strides; overlapping source and destination go through
+  a temporary.
+* device <- host and host <- device: ``cuMemcpy*Async`` on the current stream of the
+  CUDA side. A blocking copy synchronizes that stream before returning (so
+  ``current_stream().query()`` is True afterwards, as in torch); a non-blocking copy
+  whose host side is pinned returns at once, and the pinned block records the stream
+  so that the host allocator will not reuse it before the copy has run. A
+  non-blocking copy from pageable memory is synchronous, as in torch.
+* fill: ``_kernels.fill`` (memset for byte patterns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._tensor import Tensor, contiguous_strides
+from refimpl.cuda import _driver, _host_allocator, _kernels, streams
+
+
+def _expanded_strides(src: Tensor, shape: tuple) -> list[int]:
+    """src's strides broadcast to ``shape`` (zero stride on broadcast dimensions)."""
+    lead = len(shape) - src.dim()
+    out = [0] * lead
+    for size, st, target in zip(src._shape, src._stride, shape[lead:]):
+        out.append(0 if size == 1 and target != 1 else st)
+    return out
+
+
+def _ptr(t: Tensor) -> int:
+    return t._storage._data.ptr
+
+
+def _host_block(t: Tensor):
+    return _host_allocator.block_of(t._storage._data) if t._storage._nbytes else None
+
+
+def _device_index(t: Tensor) -> int:
+    return t._storage._data.device_index
+
+
+def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> None:
+    """Copy ``src`` into ``dst`` (at least one of them on a CUDA device)."""
+    if dst.numel() == 0:
+        return
+    dd, sd = dst.device.type, src.device.type
+    if dd == "cuda" and sd == "cuda":
+        _device_to_device(dst, src)
+    elif dd == "cuda":
+        _host_to_device(dst, src, non_blocking)
+    else:
+        _device_to_host(dst, src, non_blocking)
+
+
+def _overlaps(a: Tensor, b: Tensor) -> bool:
+    return a._storage is b._storage
+
+
+def _device_to_device(dst: Tensor, src: Tensor) -> None:
+    if _overlaps(dst, src):
+        tmp = Tensor._empty(src._shape, src.dtype, src.device)
+        _device_to_device(tmp, src)
+        src = tmp
+    index = _device_index(dst)
+    _kernels.copy(_ptr(dst), dst.dtype, list(dst._stride), _ptr(src), src.dtype,
+                  _expanded_strides(src, dst._shape), list(dst._shape),
+                  dst_offset=dst._offset, src_offset=src._offset, device=index,
+                  stream=streams.current_stream(index).cuda_stream)
+
+
+def _host_to_device(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
+    index = _device_index(dst)
+    stream = streams.current_stream(index).cuda_stream
+    host = src._np
+    direct = (src.dtype is dst.dtype and src._shape == dst._shape and src.is_contiguous()
+              and dst.is_contiguous())
+    block = _host_block(src) if direct else None
+    if not direct:
+        host = np.ascontiguousarray(np.broadcast_to(host, dst._shape).astype(dst.dtype.np))
+    if dst.is_contiguous():
+        target = _ptr(dst) + dst._offset * dst.dtype.itemsize
+        _driver.memcpy_htod_async(index, target, host.ctypes.data, host.nbytes, stream)
+    else:
+        tmp = Tensor._empty(dst._shape, dst.dtype, dst.device)
+        _driver.memcpy_htod_async(index, _ptr(tmp), host.ctypes.data, host.nbytes, stream)
+        _device_to_device(dst, tmp)
+    if non_blocking and block is not None:
+        _host_allocator.host_allocator().record_use(block, stream)
+    else:
+        _driver.stream_synchronize(index, stream)
+
+
+def _device_to_host(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
+    index = _device_index(src)
+    stream = streams.current_stream(index).cuda_stream
+    staged = src
+    if not (src.dtype is dst.dtype and src._shape == dst._shape and src.is_contiguous()):
+        staged = Tensor._empty(dst._shape, dst.dtype, src.device)
+        _device_to_device(staged, src)
+    nbytes = staged.numel() * staged.dtype.itemsize
+    source = _ptr(staged) + staged._offset * staged.dtype.itemsize
+    block = _host_block(dst)
+    if dst.is_contiguous():
+        host = dst._np
+        _driver.memcpy_dtoh_async(index, host.ctypes.data, source, nbytes, stream)
+        if non_blocking and block is not None:
+            _host_allocator.host_allocator().record_use(block, stream)
+            return
+        _driver.stream_synchronize(index, stream)
+        return
+    host = np.empty(dst._shape, dst.dtype.np)
+    _driver.memcpy_dtoh_async(index, host.ctypes.data, source, nbytes, stream)
+    _driver.stream_synchronize(index, stream)
+    np.copyto(dst._np, host)
+
+
+def fill_(t: Tensor, value) -> None:
+    """Fill a CUDA tensor with ``value`` on its device's current stream."""
+    if t.numel() == 0:
+        return
+    index = _device_index(t)
+    _kernels.fill(_ptr(t), t.dtype, list(t._shape), list(t._stride), value, offset=t._offset,
+                  device=index, stream=streams.current_stream(index).cuda_stream)
+
+
+def empty_pinned(shape, dtype) -> Tensor:
+    """A contiguous CPU tensor over pinned memory."""
+    from refimpl._storage import UntypedStorage
+
+    shape = tuple(shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buf = _host_allocator.pinned_buffer(nbytes)
+    storage = UntypedStorage(nbytes, _data=buf)
+    return Tensor._make(storage, shape, contiguous_strides(shape), 0, dtype)
+
+
+def pin_memory(t: Tensor) -> Tensor:
+    """A pinned copy of a CPU tensor (contiguous; values preserved)."""
+    if t.device.type != "cpu":
+        raise RuntimeError(f"cannot pin '{t.device}' memory: only dense CPU tensors can be "
+                           "pinned")
+    out = empty_pinned(t._shape, t.dtype)
+    if t.numel():
+        np.copyto(out._np, t._np)
+    return out
+
+
+def is_pinned(t: Tensor) -> bool:
+    """Whether the CPU tensor's storage is pinned memory of the host allocator."""
+    if t.device.type != "cpu" or not t._storage._nbytes:
+        return False
+    return _host_allocator.block_of(t._storage._data) is not None
