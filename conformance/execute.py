@@ -52,7 +52,11 @@ def capture(fn: Any) -> list[tuple[str, str]]:
 
 @contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise CaseTimeout in the main thread after ``seconds`` (no-op elsewhere)."""
+    """Raise CaseTimeout in the main thread after ``seconds`` (no-op elsewhere).
+
+    An interval timer already running (pytest-timeout's, say) is restored afterwards
+    with the time that is left on it.
+    """
     usable = (
         seconds
         and hasattr(signal, "setitimer")
@@ -66,12 +70,16 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         raise CaseTimeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_delay:
+            left = max(outer_delay - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
 
 def _program_location(case: Case, exc: BaseException) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
@@ -17,6 +18,12 @@ from typing import Any
 from conformance.model import ERROR, FAILED, PASSED, SKIPPED, XFAILED, XPASSED, Case, Result
 
 SUMMARY_KEYS = ("total", "passed", "failed", "skipped", "xfailed", "errors")
+#: Characters XML 1.0 cannot carry (control characters other than tab and newlines).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def atomic_write(path: str | Path, text: str) -> None:
@@ -118,15 +125,16 @@ def junit_xml(pairs: Sequence[tuple[Case, Result]], *, target: str) -> str:
                 suite, "testcase", classname=f"conformance.{area}", name=case.id,
                 file=case.path, line=str(case.line), time=f"{result.duration:.6f}",
             )  # fmt: skip
-            first_line = result.message.splitlines()[0] if result.message else ""
+            message = _xml_text(result.message)
+            first_line = message.splitlines()[0] if message else ""
             if result.outcome in (FAILED, XPASSED):
                 node = ET.SubElement(item, "failure", message=first_line, type=result.outcome)
-                node.text = f"{result.message}\nsource: {case.source_text}"
+                node.text = f"{message}\nsource: {case.source_text}"
             elif result.outcome == ERROR:
                 node = ET.SubElement(item, "error", message=first_line)
-                node.text = result.message
+                node.text = message
             elif result.outcome == SKIPPED:
-                ET.SubElement(item, "skipped", message=result.message)
+                ET.SubElement(item, "skipped", message=message)
             elif result.outcome == XFAILED:
                 ET.SubElement(item, "skipped", message=first_line, type="xfail")
     root.set("tests", str(totals["total"]))

@@ -20,6 +20,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ class RunOptions:
     record: bool = False
     golden_dir: Path | None = GOLDEN_DIR
     batch_size: int = 8
+    kill_grace: float = KILL_GRACE
 
 
 @dataclass
@@ -120,9 +122,12 @@ def _run_here(cases: Sequence[Case], options: RunOptions, on_result: OnResult | 
 # -- the worker side ----------------------------------------------------------------
 
 
-def _worker_main(conn: Any, target: str, golden_dir: str | None, record: bool) -> None:
+def _worker_main(
+    conn: Any, target: str, golden_dir: str | None, record: bool, path: list[str]
+) -> None:
     """Entry point of a worker process: import the target once, then run batches."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    sys.path[:] = path  # the target is found where the parent would find it
     try:
         adapter = load_target(target)
         info = adapter.info()
@@ -203,7 +208,7 @@ class _Pool:
         golden = None if self.options.golden_dir is None else str(self.options.golden_dir)
         process = self.context.Process(
             target=_worker_main,
-            args=(child_conn, self.options.target, golden, self.options.record),
+            args=(child_conn, self.options.target, golden, self.options.record, list(sys.path)),
             daemon=True,
         )
         process.start()
@@ -293,7 +298,7 @@ class _Pool:
                 continue
             if worker.pending:
                 limit = self._timeout_of(worker.pending[0])
-                if now - worker.since > limit + KILL_GRACE:
+                if now - worker.since > limit + self.options.kill_grace:
                     self._replace(worker, f"timed out after {limit:g} s (worker killed)", FAILED)
 
     def _loop(self) -> None:

@@ -202,8 +202,8 @@ def need_exc_name(where: Where, value: Any, line: int, what: str, base: type) ->
     kind = "warning category" if base is Warning else "exception type"
     raise where.error(
         line,
-        f"unknown {kind} {name!r} in {what}{suggest(name, known)}; use a builtin name or a "
-        "target path such as 't.cuda.OutOfMemoryError'",
+        f"unknown {kind} {name!r} in {what}{suggest(name, known)}; "
+        "use a builtin name or a path on the target such as 't.cuda.SomeError'",
     )
 
 
@@ -277,7 +277,13 @@ def input_spec(where: Where, name: Any, data: Any, line: int) -> InputSpec:
     if name in RESERVED_NAMES or name.startswith("np_"):
         raise where.error(line, f"input name {name!r} is reserved")
     spec = need_mapping(where, data, line, f"input {name!r}")
-    check_keys(where, spec, INPUT_KEYS, f"input {name!r}")
+    for key in spec:
+        if key not in INPUT_KEYS:
+            raise where.error(
+                spec.key_line(key),
+                f"unknown input generator or key {key!r} in input {name!r}"
+                f"{suggest(key, INPUT_KEYS)} (generators: {', '.join(GENERATORS)})",
+            )
     kinds = [k for k in GENERATORS if k in spec]
     if len(kinds) != 1:
         raise where.error(

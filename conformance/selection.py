@@ -38,20 +38,18 @@ def parse_keyword(expression: str) -> Callable[[str], bool]:
         return token
 
     def parse_or() -> Callable[[str], bool]:
-        left = parse_and()
+        terms = [parse_and()]
         while peek() == "or":
             take()
-            right = parse_and()
-            left = (lambda a, b: lambda s: a(s) or b(s))(left, right)
-        return left
+            terms.append(parse_and())
+        return terms[0] if len(terms) == 1 else lambda s: any(term(s) for term in terms)
 
     def parse_and() -> Callable[[str], bool]:
-        left = parse_not()
+        terms = [parse_not()]
         while peek() == "and":
             take()
-            right = parse_not()
-            left = (lambda a, b: lambda s: a(s) and b(s))(left, right)
-        return left
+            terms.append(parse_not())
+        return terms[0] if len(terms) == 1 else lambda s: all(term(s) for term in terms)
 
     def parse_not() -> Callable[[str], bool]:
         if peek() == "not":

@@ -138,7 +138,7 @@ class Adapter:
             return None
         host = tensor.detach()
         if self.dtype_name(host.dtype) == "bfloat16":
-            host = host.float()
+            host = host.to(self.t.float32)
         if str(getattr(host.device, "type", host.device)) != "cpu":
             host = host.cpu()
         return host.tolist()

@@ -138,10 +138,10 @@ def compare_arrays(
     tol_text = "exact" if exact else f"rtol={rtol:g}, atol={atol:g}"
     lines = [f"{count} of {total} elements differ ({dtype}, {tol_text})"]
     shown = have.astype(_DISPLAY.get(dtype, have.dtype))
-    a_first, e_first = shown.ravel()[first].item(), want.ravel()[first].item()
+    a_first, e_first = shown.ravel()[first], want.ravel()[first]
     lines.append(
         f"first mismatch at index {_index(first, tuple(shape))}: "
-        f"actual {a_first!r}, expected {e_first!r}"
+        f"actual {a_first}, expected {e_first}"
     )
     if have.dtype.kind in "fciu" and want.dtype.kind in "fciub":
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):

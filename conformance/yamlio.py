@@ -152,10 +152,14 @@ def load_yaml(path: str | Path) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
-        problem = exc.problem or exc.context or "invalid YAML"
+        problem = " ".join((exc.problem or exc.context or "syntax error").split())
         if exc.context and exc.problem:
-            problem = f"{exc.context}: {exc.problem}"
-        raise CaseFileError(path, line, f"invalid YAML: {' '.join(problem.split())}") from None
+            context = " ".join(exc.context.split())
+            started = exc.context_mark.line + 1 if exc.context_mark is not None else None
+            if started is not None and started != line:
+                context = f"{context} that starts at line {started}"
+            problem = f"{problem} ({context})"
+        raise CaseFileError(path, line, f"invalid YAML: {problem}") from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
         raise CaseFileError(

@@ -8,21 +8,33 @@ driver API.
 
 from __future__ import annotations
 
-from refimpl import _dtype
+from refimpl import _dtype, _tensor_methods
+from refimpl import ops as _ops
 from refimpl._device import device
 from refimpl._dtype import (
-    bfloat16, complex32, complex64, complex128, dtype, float16, float32, float64,
-    get_default_dtype, int8, int16, int32, int64, set_default_dtype, uint8,
+    bfloat16,
+    complex32,
+    complex64,
+    complex128,
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    set_default_dtype,
+    uint8,
 )
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Size, Tensor
-from refimpl import ops as _ops
-from refimpl import _tensor_methods
 
-bool = _dtype.bool_  # noqa: A001 - torch.bool
-half, float, double = float16, float32, float64  # noqa: A001
+bool = _dtype.bool_
+half, float, double = float16, float32, float64
 cfloat, cdouble, chalf = complex64, complex128, complex32
-short, int, long = int16, int32, int64  # noqa: A001
+short, int, long = int16, int32, int64
 
 __version__ = "0.1.0"
 
@@ -31,9 +43,13 @@ for _module in _ops.loaded:
     for _name in getattr(_module, "__all__", ()):
         globals()[_name] = getattr(_module, _name)
 
-from refimpl import autograd  # noqa: E402
-from refimpl.autograd.grad_mode import (  # noqa: E402
-    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+from refimpl import autograd
+from refimpl.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
     set_grad_enabled,
 )
 
@@ -75,7 +91,7 @@ def numel(input: Tensor) -> builtins_int:  # type: ignore[name-defined]
     return input.numel()
 
 
-import builtins as _builtins  # noqa: E402
+import builtins as _builtins
 
 builtins_bool, builtins_int = _builtins.bool, _builtins.int
 

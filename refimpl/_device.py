@@ -13,13 +13,13 @@ _KNOWN_TYPES = (
     "vulkan, mps, meta, hpu, mtia, privateuseone"
 )
 _SUPPORTED = ("cpu", "cuda", "meta")
-_DEVICE_RE = re.compile(r"^([a-z]+)(?::(0|[1-9][0-9]*))?$")
+_DEVICE_RE = re.compile(r"^([a-zA-Z_]+)(?::(0|[1-9][0-9]*))?$")
 
 
-class device:  # noqa: N801 - torch's spelling
+class device:
     """A device: a type (``cpu``, ``cuda``, ``meta``) and an optional index."""
 
-    __slots__ = ("type", "index")
+    __slots__ = ("index", "type")
 
     def __new__(cls, type_or_str, index: int | None = None):
         if isinstance(type_or_str, device):
@@ -40,14 +40,14 @@ class device:  # noqa: N801 - torch's spelling
         text = type_or_str
         if not text:
             raise RuntimeError("Device string must not be empty")
-        head = text.split(":", 1)[0]
-        if not re.fullmatch(r"[a-z]+", head) or head not in _KNOWN_TYPES.split(", "):
-            raise RuntimeError(
-                f"Expected one of {_KNOWN_TYPES} device type at start of device string: {text}"
-            )
         m = _DEVICE_RE.match(text)
         if m is None:
             raise RuntimeError(f"Invalid device string: '{text}'")
+        if m.group(1) not in _KNOWN_TYPES.split(", "):
+            raise RuntimeError(
+                f"Expected one of {_KNOWN_TYPES} device type at start of device string: "
+                f"{m.group(1)}"
+            )
         kind, idx = m.group(1), m.group(2)
         if idx is not None and index is not None:
             raise RuntimeError(
@@ -58,8 +58,6 @@ class device:  # noqa: N801 - torch's spelling
             index = int(idx)
         if index is not None and index < 0:
             raise RuntimeError("Device index must not be negative")
-        if kind == "cpu" and index not in (None, 0):
-            raise RuntimeError(f"CPU device index must be -1 or zero, got {index}")
         self.type, self.index = kind, index
         return self
 

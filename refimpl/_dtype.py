@@ -20,10 +20,10 @@ import numpy as np
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
-class dtype:  # noqa: N801 - torch's spelling
+class dtype:
     """A tensor element type, printed as torch prints it (``torch.float32``)."""
 
-    __slots__ = ("name", "itemsize", "category", "is_signed", "np", "_rank", "_legacy")
+    __slots__ = ("_legacy", "_rank", "category", "is_signed", "itemsize", "name", "np")
 
     def __init__(self, name: str, np_dtype, category: int, rank: int, legacy: str) -> None:
         self.name = name

@@ -20,7 +20,7 @@ from refimpl._device import CPU, device
 class UntypedStorage:
     """A flat buffer of bytes on a device."""
 
-    __slots__ = ("_data", "_nbytes", "device", "_resizable", "__weakref__")
+    __slots__ = ("__weakref__", "_data", "_nbytes", "_resizable", "device")
 
     def __init__(self, nbytes: int = 0, *, device=None, _data=None) -> None:
         from refimpl._device import as_device

@@ -50,8 +50,16 @@ class Tensor(TensorAutogradMixin):
     """A multi-dimensional, strided view of a storage, with torch's API."""
 
     __slots__ = (
-        "_storage", "_shape", "_stride", "_offset", "dtype", "_version_counter", "_base",
-        "_np_cache", "__dict__", "__weakref__",
+        "__dict__",
+        "__weakref__",
+        "_base",
+        "_np_cache",
+        "_offset",
+        "_shape",
+        "_storage",
+        "_stride",
+        "_version_counter",
+        "dtype",
     )
 
     # -- construction -------------------------------------------------------------------

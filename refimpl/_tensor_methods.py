@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from refimpl._dispatch import dispatch
 from refimpl._tensor import Tensor
-from refimpl.ops import REGISTRY, loaded
+from refimpl.ops import REGISTRY, load
 
 
 def _method(op):
@@ -75,10 +75,11 @@ _REVERSED = {
 
 def bind() -> None:
     """Attach every op method and operator to Tensor."""
+    modules = load()
     for op in REGISTRY.values():
         if op.extra.get("method", True) and not hasattr(Tensor, op.name):
             setattr(Tensor, op.name, _method(op))
-    for module in loaded:
+    for module in modules:
         for name in getattr(module, "TENSOR_METHODS", ()):
             if not hasattr(Tensor, name) or name.startswith("__"):
                 setattr(Tensor, name, getattr(module, name))

@@ -1,8 +1,336 @@
-"""The autograd layer of the dispatcher: records graph nodes for differentiable ops."""
+"""The autograd layer of the dispatcher: records graph nodes for differentiable ops
+(spec: AUTOGRAD-RECORD-*).
+
+``record(op, args, kwargs)`` runs the op below autograd, then attaches an ``OpNode``
+to the outputs. The node keeps what the op's ``backward`` formula needs (see
+``refimpl/OPS_GUIDE.md``): the arguments, with the tensors the formula reads *saved*
+(version-checked, packed by saved-tensor hooks), and the outputs when ``saves`` names
+them.
+
+Which inputs are saved: every tensor argument when ``op.saves`` contains
+``"inputs"``, narrowed by ``op.extra["save_needs"]`` when given: a dict mapping the
+index of an input to the indices of the inputs its gradient reads, so that ``x * y``
+with only ``x`` requiring grad saves ``y`` alone. In-place ops save a clone of
+``self`` when a formula reads it, since the op overwrites it.
+
+In-place ops (``kind="inplace"`` or ``extra["writes_input0"]``) rewrite the history of
+input 0 (``views.rebase_history``: CopySlices when it is a view).
+"""
 
 from __future__ import annotations
+
+from refimpl.autograd import views
+from refimpl.autograd.graph import GraphNode, gradient_edge, node_class
+from refimpl.autograd.saved import SavedVariable
+
+# Which inputs each gradient reads, for ops that do not declare extra["save_needs"].
+# {input index: indices of the inputs its formula reads}; () = none.
+_SAVE_NEEDS = {
+    "add": {}, "sub": {}, "neg": {}, "clone": {}, "view": {}, "reshape": {}, "t": {},
+    "transpose": {}, "expand": {}, "sum": {}, "mean": {}, "copy_": {}, "fill_": {},
+    "_to_copy": {}, "_to_device": {}, "squeeze": {}, "unsqueeze": {}, "permute": {},
+    "select": {}, "slice": {}, "narrow": {}, "as_strided": {}, "cat": {}, "stack": {},
+    "mul": {0: (1,), 1: (0,)},
+    "div": {0: (1,), 1: (0, 1)},
+    "mm": {0: (1,), 1: (0,)}, "matmul": {0: (1,), 1: (0,)}, "bmm": {0: (1,), 1: (0,)},
+}
+# Binary ops whose Python-number operands still get a (None, 0) edge, as in torch.
+_SCALAR_EDGE_OPS = frozenset({"add", "sub", "mul", "div", "true_divide", "rsub"})
+
+_FLOAT_CATEGORY = 2
+
+
+class OpContext:
+    """What an op's backward formula reads: ``args``, ``kwargs``, ``outputs``,
+    ``needs_input_grad`` (see OPS_GUIDE.md)."""
+
+    __slots__ = ("args", "kwargs", "outputs", "needs_input_grad")
+
+    def __init__(self, args, kwargs, outputs, needs_input_grad) -> None:
+        self.args = args
+        self.kwargs = kwargs
+        self.outputs = outputs
+        self.needs_input_grad = needs_input_grad
+
+
+class OpNode(GraphNode):
+    """The backward node of one call of a registered op."""
+
+    __slots__ = ("_op", "_args", "_kwargs", "_outs", "_needs", "_layout", "_saved_at",
+                 "_released")
+
+    def _apply(self, grads: list) -> list:
+        n_edges = len(self._next)
+        if not any(g is not None for g in grads):
+            return [None] * n_edges
+        op = self._op
+        if op.backward is None:
+            raise NotImplementedError(f"the derivative for '{op.name}' is not implemented.")
+        if self._released:
+            from refimpl.autograd.saved import ERR_BACKWARD_TWICE
+
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        if len(grads) > 1 and None in grads:
+            grads = [g if g is not None else _zeros(meta) for g, meta in
+                     zip(grads, self._in_meta)]
+        ctx = OpContext(self._unpack_args(), self._kwargs, self._unpack_outputs(), self._needs)
+        res = op.backward(ctx, *grads)
+        if not isinstance(res, (tuple, list)):
+            res = (res,)
+        return self._flatten(res, n_edges)
+
+    def _unpack_args(self) -> tuple:
+        if not self._saved_at:
+            return self._args
+        args = list(self._args)
+        for where in self._saved_at:
+            if type(where) is int:
+                args[where] = args[where].unpack()
+            else:
+                i, j = where
+                seq = list(args[i])
+                seq[j] = seq[j].unpack()
+                args[i] = seq
+        return tuple(args)
+
+    def _unpack_outputs(self):
+        outs = self._outs
+        if outs is None:
+            return None
+        return tuple(o.unpack(self) if isinstance(o, SavedVariable) else o for o in outs)
+
+    def _flatten(self, res, n_edges: int) -> list:
+        out = []
+        for (is_list, count), g in zip(self._layout, _padded(res, len(self._layout))):
+            if not count:
+                continue
+            if is_list:
+                gs = list(g) if g is not None else [None] * count
+                gs += [None] * (count - len(gs))
+                out.extend(gs[:count])
+            else:
+                out.append(g)
+        if len(out) != n_edges:
+            out = (out + [None] * n_edges)[:n_edges]
+        return out
+
+    def _release(self) -> None:
+        for where in self._saved_at:
+            if type(where) is int:
+                self._args[where].release()
+            else:
+                self._args[where[0]][where[1]].release()
+        if self._outs is not None:
+            for o in self._outs:
+                if isinstance(o, SavedVariable):
+                    o.release()
+        if self._saved_at or self._outs is not None:
+            self._released = True
+
+    def __getattr__(self, name: str):
+        # grad_fn._saved_<arg> / _raw_saved_<arg>: introspection of what was saved
+        if name.startswith("_saved_") or name.startswith("_raw_saved_"):
+            raw = name.startswith("_raw_saved_")
+            key = name[len("_raw_saved_" if raw else "_saved_"):]
+            sv = self._saved_by_name(key)
+            if sv is not None:
+                if raw:
+                    return sv
+                return sv.unpack(self) if isinstance(sv, SavedVariable) else sv
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _saved_by_name(self, key: str):
+        if key == "result" and self._outs is not None:
+            return self._outs[0]
+        if key.startswith("result") and self._outs is not None and key[6:].isdigit():
+            return self._outs[int(key[6:])]
+        names = {"self": 0, "other": 1, "exponent": 1}
+        pos = names.get(key)
+        if pos is not None and pos < len(self._args):
+            return self._args[pos]
+        return None
+
+
+def _padded(res, n: int):
+    res = tuple(res)
+    if len(res) < n:
+        res = res + (None,) * (n - len(res))
+    return res
+
+
+def _zeros(meta):
+    from refimpl.ops.factories import zeros
+
+    shape, dtype, device = meta
+    return zeros(shape, dtype=dtype, device=device)
+
+
+def _is_tensor(x) -> bool:
+    from refimpl._tensor import Tensor
+
+    return isinstance(x, Tensor)
+
+
+def _layout_and_edges(op, args):
+    """Per positional arg: (is_list, number of gradient slots); and the flat edges."""
+    from refimpl._tensor import Tensor
+
+    layout = []
+    edges = []
+    needs = []
+    scalar_edges = op.name in _SCALAR_EDGE_OPS or op.extra.get("scalar_edges")
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            e = gradient_edge(a) if a.requires_grad else None
+            layout.append((False, 1))
+            edges.append(e)
+            needs.append(e is not None)
+        elif isinstance(a, (list, tuple)) and a and any(isinstance(x, Tensor) for x in a):
+            layout.append((True, len(a)))
+            flags = []
+            for x in a:
+                e = gradient_edge(x) if isinstance(x, Tensor) and x.requires_grad else None
+                edges.append(e)
+                flags.append(e is not None)
+            needs.append(any(flags))
+        elif scalar_edges and i < 2 and isinstance(a, (int, float, complex, bool)):
+            layout.append((False, 1))
+            edges.append(None)
+            needs.append(False)
+        else:
+            layout.append((False, 0))
+            needs.append(False)
+    return tuple(layout), tuple(edges), tuple(needs)
+
+
+def _save_positions(op, needs) -> set | None:
+    """Indices of the positional args to save (None: every tensor argument)."""
+    if "inputs" not in op.saves:
+        return set()
+    rule = op.extra.get("save_needs")
+    if rule is None:
+        rule = _SAVE_NEEDS.get(op.base.name if op.base is not None else op.name)
+    if rule is None:
+        return None
+    keep = set()
+    for i, need in enumerate(needs):
+        if need:
+            keep.update(rule.get(i, ()))
+    return keep
+
+
+def _new_node(op, edges, in_meta) -> OpNode:
+    node = node_class(op.node, OpNode).__new__(node_class(op.node, OpNode))
+    node._init_node(edges, in_meta)
+    node._op = op
+    node._released = False
+    return node
+
+
+def _save_args(node, op, args, needs, self_clone=None) -> None:
+    keep = _save_positions(op, needs)
+    saved_args = list(args)
+    saved_at = []
+    for i, a in enumerate(args):
+        if keep is not None and i not in keep:
+            continue
+        if _is_tensor(a):
+            src = self_clone if (i == 0 and self_clone is not None) else a
+            saved_args[i] = SavedVariable(src)
+            saved_at.append(i)
+        elif isinstance(a, (list, tuple)):
+            seq = list(a)
+            touched = False
+            for j, x in enumerate(seq):
+                if _is_tensor(x):
+                    seq[j] = SavedVariable(x)
+                    saved_at.append((i, j))
+                    touched = True
+            if touched:
+                saved_args[i] = seq
+    node._args = tuple(saved_args)
+    node._saved_at = tuple(saved_at)
+
+
+def _needs_self_value(op, needs) -> bool:
+    keep = _save_positions(op, needs)
+    return keep is None or 0 in keep
 
 
 def record(op, args, kwargs):
     """Run ``op`` below autograd and attach a graph node to its outputs."""
-    raise NotImplementedError(f"refimpl.autograd: recording '{op.name}' is not implemented yet")
+    from refimpl._dispatch import below_autograd
+
+    if op.kind == "inplace" or op.extra.get("writes_input0"):
+        return _record_inplace(op, args, kwargs)
+    layout, edges, needs = _layout_and_edges(op, args)
+    if not any(needs):
+        return below_autograd(op, args, kwargs)
+    out = below_autograd(op, args, kwargs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    diff = op.diff_outputs
+    in_meta = tuple((o._shape, o.dtype, o.device) if _is_tensor(o) else ((), None, None)
+                    for o in outs)
+    node = _new_node(op, edges, in_meta)
+    node._layout = layout
+    node._needs = needs
+    node._kwargs = kwargs
+    _save_args(node, op, args, needs)
+    is_view = op.kind == "view"
+    src = args[0] if is_view else None
+    multi = is_view and len(outs) > 1
+    for i, o in enumerate(outs):
+        if not _is_tensor(o) or o.dtype.category < _FLOAT_CATEGORY:
+            continue
+        if diff is not None and i not in diff:
+            continue
+        o._gfn = node
+        o._output_nr = i
+        if is_view and o._view_meta is not None:
+            _set_view_creation(o, src, multi)
+    if "outputs" in op.saves:
+        node._outs = tuple(SavedVariable(o, is_output=True, output_nr=i)
+                           if _is_tensor(o) and o._gfn is node else o
+                           for i, o in enumerate(outs))
+    else:
+        node._outs = None
+    return out
+
+
+def _set_view_creation(view, src, multi: bool) -> None:
+    meta = view._view_meta
+    if multi:
+        meta.creation = views.MULTI_OUTPUT_NODE
+    src_meta = src._view_meta if _is_tensor(src) else None
+    if src_meta is not None and src_meta.creation != views.DEFAULT:
+        meta.creation = src_meta.creation
+    meta.attr_version = view._version_counter.version
+
+
+def _record_inplace(op, args, kwargs):
+    from refimpl._dispatch import below_autograd
+
+    self = args[0]
+    layout, edges, needs = _layout_and_edges(op, args)
+    if not any(needs):
+        return below_autograd(op, args, kwargs)
+    views.check_inplace(self)
+    self_clone = None
+    if "inputs" in op.saves and _needs_self_value(op, needs):
+        from refimpl.ops.copy import clone
+
+        self_clone = clone(self)
+    out = below_autograd(op, args, kwargs)
+    node = _new_node(op, edges, ((self._shape, self.dtype, self.device),))
+    node._layout = layout
+    node._needs = needs
+    node._kwargs = kwargs
+    _save_args(node, op, args, needs, self_clone)
+    node._outs = None
+    views.rebase_history(self, node)
+    if "outputs" in op.saves:
+        if self._view_meta is not None:
+            node._outs = (SavedVariable(self),)
+        else:
+            node._outs = (SavedVariable(self, is_output=True),)
+    return out

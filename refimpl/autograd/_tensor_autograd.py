@@ -1,28 +1,66 @@
 """The autograd half of Tensor: requires_grad, grad, grad_fn, hooks, backward.
 
 ``Tensor`` inherits this mixin, so everything autograd keeps on a tensor is defined
-in one place, next to the engine that reads it.
+in one place, next to the engine that reads it:
+
+* ``_gfn``/``_output_nr``: where the tensor's gradient flows (``grad_fn`` property);
+* ``_requires_grad``: set on leaves only (non-leaves require grad through ``grad_fn``);
+* ``_grad_acc``: a weak reference to the leaf's AccumulateGrad node;
+* ``_bw_hooks``: the tensor's ``register_hook`` dict (``_backward_hooks``);
+* ``_view_meta``: for views of float tensors, how the view was made (see views.py).
 """
 
 from __future__ import annotations
+
+import warnings
+
+_NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information."
+)
+
+_TYPEMETA_NAMES = {
+    "float32": "float", "float64": "double", "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int", "int16": "short int",
+    "int8": "signed char", "uint8": "unsigned char", "bool": "bool",
+    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>",
+}
+_SCALAR_TYPE_NAMES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+    "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+}
 
 
 class TensorAutogradMixin:
     """Autograd state and methods of a tensor."""
 
-    __slots__ = ("_requires_grad", "_grad", "grad_fn", "_output_nr", "_backward_hooks",
-                 "_retains_grad", "_post_acc_hooks", "_fw_grads", "_is_inference")
+    __slots__ = ("_requires_grad", "_grad", "_gfn", "_output_nr", "_bw_hooks",
+                 "_retains_grad", "_post_acc_hooks", "_fw_grads", "_is_inference",
+                 "_view_meta", "_grad_acc")
 
     def _init_autograd(self) -> None:
         self._requires_grad = False
         self._grad = None
-        self.grad_fn = None
+        self._gfn = None
         self._output_nr = 0
-        self._backward_hooks = None
+        self._bw_hooks = None
         self._retains_grad = False
         self._post_acc_hooks = None
         self._fw_grads = None
         self._is_inference = False
+        self._grad_acc = None
+        if self._base is not None and self.dtype.category >= 2:
+            from refimpl.autograd.views import new_view_meta
+
+            self._view_meta = new_view_meta(self)
+        else:
+            self._view_meta = None
+
+    # -- requires_grad -----------------------------------------------------------------
 
     @property
     def requires_grad(self) -> bool:
@@ -30,8 +68,14 @@ class TensorAutogradMixin:
         return self._requires_grad or self.grad_fn is not None
 
     @requires_grad.setter
-    def requires_grad(self, value: bool) -> None:
+    def requires_grad(self, value) -> None:
+        if not isinstance(value, bool):
+            raise RuntimeError("requires_grad must be a bool")
         self.requires_grad_(value)
+
+    @requires_grad.deleter
+    def requires_grad(self) -> None:
+        raise RuntimeError("requires_grad must be a bool")
 
     def requires_grad_(self, requires_grad: bool = True):
         """Set ``requires_grad`` of a leaf in place; returns self."""
@@ -55,33 +99,210 @@ class TensorAutogradMixin:
         """True for tensors not produced by a differentiable op."""
         return self.grad_fn is None
 
+    # -- grad_fn -----------------------------------------------------------------------
+
+    @property
+    def grad_fn(self):
+        """The node that produced this tensor (None for leaves)."""
+        if self._view_meta is None:
+            return self._gfn
+        from refimpl.autograd.views import view_grad_fn
+
+        return view_grad_fn(self)
+
+    @property
+    def _grad_fn(self):
+        return self.grad_fn
+
+    @_grad_fn.deleter
+    def _grad_fn(self) -> None:
+        raise RuntimeError("Deletion of _grad_fn not allowed. Detach tensor instead!")
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of ``grad_fn`` this tensor is."""
+        return self._output_nr
+
+    # -- grad --------------------------------------------------------------------------
+
     @property
     def grad(self):
         """The accumulated gradient of a leaf (or of a tensor that retains grad)."""
+        if self._grad is None and not self._retains_grad and self.grad_fn is not None:
+            warnings.warn(_NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
     def grad(self, value) -> None:
+        from refimpl._tensor import Tensor
+
+        if value is None:
+            self._grad = None
+            return
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                "assigned grad expected to be a Tensor or None but got grad of type "
+                f"{type(value).__name__}"
+            )
+        if value is self:
+            raise RuntimeError("can't assign Variable as its own grad")
+        if value.dtype is not self.dtype:
+            raise RuntimeError(
+                f"attempting to assign a gradient with dtype "
+                f"'{_TYPEMETA_NAMES.get(value.dtype.name, value.dtype.name)}' to a tensor with "
+                f"grad_dtype '{_SCALAR_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}'. The "
+                "gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). "
+                "You can set the tensor's grad_dtype attribute with a specific dtype, or None to "
+                "allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor "
+                "and its gradient may break downstream systems that assume they match."
+            )
+        if value.device != self.device:
+            raise RuntimeError(
+                f"attempting to assign a gradient located on device with index "
+                f"'{value.device.index}' to a tensor located on device with index "
+                f"'{self.device.index}'. Please ensure that the gradient and the tensor are on "
+                "the same device"
+            )
+        if value._shape != self._shape:
+            raise RuntimeError(
+                f"attempting to assign a gradient of size '{list(value._shape)}' to a tensor of "
+                f"size '{list(self._shape)}'. Please ensure that the gradient and the tensor are "
+                "the same size"
+            )
         self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
 
     @property
     def retains_grad(self) -> bool:
         """Whether a non-leaf keeps its gradient after backward."""
         return self._retains_grad
 
+    def retain_grad(self) -> None:
+        """Keep this non-leaf's gradient in ``.grad`` after backward (no-op on leaves)."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        from refimpl.autograd.hooks import add_retains_grad_hook
+
+        add_retains_grad_hook(self)
+
+    # -- hooks -------------------------------------------------------------------------
+
     @property
-    def is_inference(self):
-        """Whether this tensor was made in inference mode."""
-        return lambda: self._is_inference
+    def _backward_hooks(self):
+        return self._bw_hooks
+
+    @_backward_hooks.setter
+    def _backward_hooks(self, value) -> None:
+        self._bw_hooks = value
+        if value is not None and self.grad_fn is not None:
+            self.grad_fn._register_hook_dict(self)
+
+    @_backward_hooks.deleter
+    def _backward_hooks(self) -> None:
+        raise RuntimeError("Deletion of _backwards_hooks not allowed!")
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs when this tensor's gradient is computed; it may return a
+        replacement. Returns a handle whose ``remove()`` unregisters it."""
+        from refimpl.autograd.hooks import register_tensor_hook
+
+        return register_tensor_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs after a leaf's ``.grad`` was accumulated."""
+        from refimpl.autograd.hooks import register_post_accumulate_hook
+
+        return register_post_accumulate_hook(self, hook)
+
+    # -- detach, data ------------------------------------------------------------------
 
     def detach(self):
         """A new tensor sharing storage and version counter, cut from the graph."""
         t = type(self)._make(self._storage, self._shape, self._stride, self._offset, self.dtype,
                              self._version_counter)
+        t._is_inference = self._is_inference
         return t
+
+    def detach_(self):
+        """Cut this tensor from the graph in place (not allowed on views)."""
+        if self._view_meta is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
+            )
+        self._gfn = None
+        self._requires_grad = False
+        self._output_nr = 0
+        self._retains_grad = False
+        return self
+
+    @property
+    def data(self):
+        """An alias of the values with no autograd history and its own version counter."""
+        from refimpl._storage import VersionCounter
+
+        t = type(self)._make(self._storage, self._shape, self._stride, self._offset, self.dtype,
+                             VersionCounter())
+        t._is_inference = self._is_inference
+        return t
+
+    @data.setter
+    def data(self, value) -> None:
+        from refimpl._tensor import Tensor
+
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Variable data has to be a tensor, but got {type(value).__name__}"
+            )
+        if value.device.type != self.device.type:
+            raise RuntimeError(
+                "Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` "
+                "have incompatible tensor type."
+            )
+        if self._requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
+            raise RuntimeError(
+                "data set to a tensor that requires gradients must be floating point or complex "
+                "dtype"
+            )
+        self._storage = value._storage
+        self.dtype = value.dtype
+        self._set_metadata(value._shape, value._stride, value._offset)
+        acc = self._grad_acc() if self._grad_acc is not None else None
+        if acc is not None and (acc._in_meta[0][0] != value._shape
+                                or acc._in_meta[0][1] is not value.dtype):
+            self._grad_acc = None
+
+    @data.deleter
+    def data(self) -> None:
+        raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
+
+    @property
+    def volatile(self) -> bool:
+        """Removed legacy flag: always False (warns)."""
+        warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                      stacklevel=2)
+        return False
+
+    @property
+    def is_inference(self):
+        """Whether this tensor was made in inference mode."""
+        return lambda: self._is_inference
+
+    # -- backward ----------------------------------------------------------------------
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaves) into the leaves' ``.grad``."""
-        from refimpl import autograd
+        from refimpl.autograd import engine
 
-        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        if create_graph:
+            engine.warn_backward_create_graph()
+        engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+

@@ -9,8 +9,6 @@ GPU segment source in ``_device_source``, and the public memory functions in
 
 from __future__ import annotations
 
-import importlib.util
-
 from refimpl.cuda import _device, _device_source, _kernels, _lazy
 from refimpl.cuda._device import (
     AcceleratorError,
@@ -77,11 +75,6 @@ def ipc_collect() -> None:
 
 _lazy.register_init_hook(_device_source.install)
 
-# The memory API (another module of this package) may not exist yet on every branch;
-# when it does, its names win, as torch.cuda takes them from torch.cuda.memory.
-if importlib.util.find_spec("refimpl.cuda.memory") is not None:
-    from refimpl.cuda.memory import *
-
 __all__ = [
     "AcceleratorError",
     "CudaError",
@@ -118,3 +111,15 @@ __all__ = [
     "stream",
     "synchronize",
 ]
+
+# The memory API lives in ``memory`` (its own module, as in torch). It never imports
+# the driver: this package plugs the current device, stream and lazy init into it.
+from refimpl.cuda import memory as _memory
+from refimpl.cuda.memory import *
+
+_memory.set_current_device_hook(current_device)
+_memory.set_current_stream_hook(lambda index: current_stream(index).cuda_stream)
+_memory.set_lazy_init_hook(_lazy_init)
+_memory.set_is_initialized_hook(is_initialized)
+_memory.set_device_count_hook(device_count)
+__all__ += [n for n in _memory.__all__ if not n.endswith("_hook") and n not in __all__]

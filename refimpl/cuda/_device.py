@@ -1,4 +1,4 @@
-"""Devices: discovery, visibility, the current device and properties (spec: CUDA-DEV-001...).
+"""Devices: discovery, visibility, the current device and properties (CUDADEV-100..404).
 
 Semantics follow ``torch.cuda`` of torch 2.11 (checked against an H100/H200):
 
@@ -103,7 +103,7 @@ def _driver_device_count() -> int:
 
 
 def is_available() -> bool:
-    """Whether a CUDA device can be used; never raises (spec: CUDA-DEV-001)."""
+    """Whether a CUDA device can be used; never raises (spec: CUDADEV-001)."""
     if not _is_compiled():
         return False
     if _nvml_based_avail():
@@ -278,6 +278,8 @@ def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = Fal
     available (which initialises it) and None otherwise. A ``cpu`` device gives -1 with
     ``allow_cpu`` and a ValueError otherwise, with torch's messages.
     """
+    if device is None and optional and _lazy._initialized and not _lazy._in_bad_fork:
+        return _tls_device()  # the hot path: the current device of an initialised CUDA
     if isinstance(device, bool):
         device = int(device)
     if isinstance(device, int):
@@ -385,6 +387,9 @@ class device(_DeviceContext):
         super().__init__(_get_device_index(device, optional=True))
 
 
+_device_context = device  # for functions whose ``device`` argument hides the class
+
+
 class _DeviceGuard(_DeviceContext):
     """The same as :class:`device` for a plain int."""
 
@@ -462,7 +467,7 @@ class _CudaDeviceProperties:
             setattr(self, field, _driver.device_attribute(ordinal, attribute))
         self.is_integrated = int(self.is_integrated)
         self.is_multi_gpu_board = int(self.is_multi_gpu_board)
-        self.gcnArchName = "NVIDIA"  # torch fills this on ROCm only
+        self.gcnArchName = self.name  # torch on CUDA repeats the name here (2.11)
         self.uuid = _CUuuid(_driver.device_uuid(ordinal))
 
     def __repr__(self) -> str:
@@ -520,7 +525,7 @@ def can_device_access_peer(device: Any, peer_device: Any) -> bool:
 def synchronize(device: Any = None) -> None:
     """Wait for all work on all streams of a device (the current one by default)."""
     _lazy_init()
-    with globals()["device"](device):
+    with _device_context(device):
         _driver.synchronize(_tls_device())
 
 

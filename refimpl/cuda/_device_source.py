@@ -74,8 +74,3 @@ def install() -> None:
     from refimpl.cuda import _allocator
 
     _allocator.set_segment_source_factory(DeviceSegmentSource)
-    hook = getattr(_allocator, "set_current_device_hook", None)
-    if hook is not None:
-        from refimpl.cuda import _device
-
-        hook(_device._tls_device)

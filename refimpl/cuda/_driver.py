@@ -3,7 +3,7 @@
 Every other module of ``refimpl.cuda`` talks to the GPU through the small functions
 below, which take and return plain Python values (ints for handles and addresses).
 
-Rules this module keeps (spec: CUDA-DRV-001 and following):
+Rules this module keeps (spec: cuda_device, CUDADEV-001 and CUDADEV-400..404):
 
 * ``cuda.bindings`` is imported lazily, on the first call that needs it, so importing
   refimpl never touches the driver and works on machines without one.

@@ -33,7 +33,7 @@ def _round_up_pow2(n: int) -> int:
 class HostBlock:
     """One pinned allocation: its address, size, and the events of streams using it."""
 
-    __slots__ = ("address", "size", "allocated", "events", "streams")
+    __slots__ = ("address", "allocated", "events", "size", "streams")
 
     def __init__(self, address: int, size: int) -> None:
         self.address = address
@@ -200,7 +200,7 @@ def host_allocator() -> CachingHostAllocator:
 class _PinnedOwner:
     """Keeps a pinned block allocated while any numpy view of it is alive."""
 
-    __slots__ = ("block", "allocator")
+    __slots__ = ("allocator", "block")
 
     def __init__(self, block: HostBlock, allocator: CachingHostAllocator) -> None:
         self.block = block
@@ -233,107 +233,6 @@ def block_of(array: np.ndarray) -> HostBlock | None:
         base = base.obj
     owner = getattr(base, "_pinned_owner", None)
     return owner.block if owner is not None else None
-
-
-def is_pinned_address(self, address: int) -> bool:
-        """Whether ``address`` lies inside a block of this allocator."""
-        with self._lock:
-            for block in self._blocks.values():
-                if block.address <= address < block.address + block.size:
-                    return True
-        return False
-
-
-class DriverHostSource:
-    """Pinned memory and events from the CUDA driver."""
-
-    def alloc(self, nbytes: int) -> int:
-        """``cuMemHostAlloc`` (portable)."""
-        from refimpl.cuda import _driver
-
-        return _driver.host_alloc(nbytes)
-
-    def free(self, address: int) -> None:
-        """``cuMemFreeHost``."""
-        from refimpl.cuda import _driver
-
-        _driver.host_free(address)
-
-    def record_event(self, stream: int):
-        """An event recorded on ``stream`` of the current device."""
-        from refimpl.cuda import _device, _driver
-
-        dev = _device.current_device()
-        event = _driver.event_create(dev, _driver.EVENT_DISABLE_TIMING)
-        _driver.event_record(dev, event, stream)
-        return (dev, event)
-
-    def event_done(self, event) -> bool:
-        """Whether the event completed."""
-        from refimpl.cuda import _driver
-
-        return _driver.event_query(*event)
-
-    def release_event(self, event) -> None:
-        """Destroy the event."""
-        from refimpl.cuda import _driver
-
-        _driver.event_destroy(*event)
-
-
-_host_allocator: CachingHostAllocator | None = None
-
-
-def host_allocator() -> CachingHostAllocator:
-    """The process-wide pinned-memory allocator (made on first use)."""
-    global _host_allocator
-    if _host_allocator is None:
-        from refimpl.cuda._lazy import _lazy_init
-
-        _lazy_init()
-        _host_allocator = CachingHostAllocator(DriverHostSource())
-    return _host_allocator
-
-
-class _PinnedOwner:
-    """Keeps a pinned block allocated while any numpy view of it is alive."""
-
-    __slots__ = ("block", "allocator")
-
-    def __init__(self, block: HostBlock, allocator: CachingHostAllocator) -> None:
-        self.block = block
-        self.allocator = allocator
-
-    def __del__(self) -> None:
-        try:
-            self.allocator.free(self.block)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
-
-
-def pinned_buffer(nbytes: int) -> np.ndarray:
-    """A uint8 numpy array of ``nbytes`` over pinned memory (freed with its last view)."""
-    alloc = host_allocator()
-    block = alloc.allocate(nbytes)
-    if block is None:
-        return np.empty(0, np.uint8)
-    raw = (ctypes.c_uint8 * nbytes).from_address(block.address)
-    raw._pinned_owner = _PinnedOwner(block, alloc)  # lifetime tied to every view
-    return np.frombuffer(raw, dtype=np.uint8)
-
-
-def block_of(array: np.ndarray) -> HostBlock | None:
-    """The pinned block behind a numpy buffer made by :func:`pinned_buffer`, if any."""
-    base = array
-    while base is not None:
-        owner = getattr(base, "_pinned_owner", None)
-        if owner is not None:
-            return owner.block
-        base = getattr(base, "base", None) if not isinstance(base, ctypes.Array) else None
-        if isinstance(base, ctypes.Array):
-            owner = getattr(base, "_pinned_owner", None)
-            return owner.block if owner is not None else None
-    return None
 
 
 def is_pinned_address(address: int) -> bool:

@@ -1,4 +1,4 @@
-"""Lazy CUDA initialisation, queued calls and bad-fork detection (spec: CUDA-INIT-001...).
+"""Lazy CUDA initialisation, queued calls and bad-fork detection (CUDADEV-001..010).
 
 Importing refimpl never touches the driver. The first "eager" API (``current_device``,
 ``current_stream``, ``get_device_properties``, ...) calls :func:`_lazy_init`, which:

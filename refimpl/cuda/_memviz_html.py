@@ -41,8 +41,8 @@ def _segment_map(segments: list[dict[str, Any]]) -> str:
     shown = segments[:_MAX_SEGMENTS]
     height = max(1, len(shown)) * _ROW_HEIGHT + 4
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_MAP_WIDTH + 260}" '
-        f'height="{height}" role="img" aria-label="segment map">'
+        (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_MAP_WIDTH + 260}" '
+        f'height="{height}" role="img" aria-label="segment map">')
     ]
     for row, segment in enumerate(shown):
         y = row * _ROW_HEIGHT + 2
@@ -113,12 +113,12 @@ def render_html(snapshot: dict[str, Any], summary: dict[str, Any], title: str) -
         ("requested", format_size(summary["requested_bytes"])),
         ("active", format_size(summary["active_bytes"])),
         ("blocks", ", ".join(f"{k} {v}" for k, v in summary["blocks"].items())),
-        ("internal fragmentation", f"{format_size(frag['internal_bytes'])} "
-                                   f"({frag['internal_ratio']:.1%} of allocated)"),
-        ("external fragmentation", f"{format_size(frag['external_bytes'])} "
+        ("internal fragmentation", (f"{format_size(frag['internal_bytes'])} "
+                                   f"({frag['internal_ratio']:.1%} of allocated)")),
+        ("external fragmentation", (f"{format_size(frag['external_bytes'])} "
                                    f"({frag['external_ratio']:.1%} of free) against "
                                    f"{frag['target_request']} "
-                                   f"{format_size(frag['target_request_bytes'])}"),
+                                   f"{format_size(frag['target_request_bytes'])}")),
         ("history entries", str(summary["trace_entries"])),
     ]
     table = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)

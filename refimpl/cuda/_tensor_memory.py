@@ -15,7 +15,7 @@ from refimpl.cuda._lazy import _lazy_init
 class DeviceAllocation:
     """One caching-allocator block owned by a storage; freed when the storage dies."""
 
-    __slots__ = ("ptr", "nbytes", "device_index", "block", "_allocator", "__weakref__")
+    __slots__ = ("__weakref__", "_allocator", "block", "device_index", "nbytes", "ptr")
 
     def __init__(self, nbytes: int, device_index: int) -> None:
         _lazy_init()

@@ -60,12 +60,8 @@ __all__ = [
     "reset_max_memory_allocated",
     "reset_max_memory_cached",
     "reset_peak_memory_stats",
-    "set_current_device_hook",
-    "set_current_stream_hook",
-    "set_device_count_hook",
-    "set_is_initialized_hook",
-    "set_lazy_init_hook",
     "set_per_process_memory_fraction",
+    "simulate_devices",
 ]
 
 NO_DRIVER_MESSAGE = (
@@ -108,6 +104,26 @@ def set_device_count_hook(fn: Callable[[], int] | None) -> None:
     """Register ``fn() -> int``, the number of visible devices (validates device indices)."""
     global _device_count
     _device_count = fn
+
+
+def simulate_devices(capacity: int) -> None:
+    """Run the memory API on simulated devices of ``capacity`` bytes each (no GPU).
+
+    Unregisters the CUDA runtime hooks, forgets existing allocators and registers
+    an ``AddressSpaceSource`` factory: allocation, statistics, snapshots and OOMs
+    work; nothing can read or write the (non-existent) memory. For tools and
+    tests on machines without a GPU.
+    """
+    for setter in (
+        set_current_device_hook,
+        set_current_stream_hook,
+        set_lazy_init_hook,
+        set_is_initialized_hook,
+        set_device_count_hook,
+    ):
+        setter(None)
+    _allocator.reset_device_allocators()
+    _allocator.set_segment_source_factory(lambda index: _allocator.AddressSpaceSource(capacity))
 
 
 def _is_initialized() -> bool:

@@ -1,4 +1,4 @@
-"""Streams and events (spec: CUDA-STREAM-001 and following).
+"""Streams and events (spec: streams, STREAM-001..203).
 
 As in torch 2.11:
 

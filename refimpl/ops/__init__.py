@@ -15,16 +15,25 @@ import importlib
 from refimpl.ops._registry import REGISTRY, OpDef, defop, get
 
 MODULES = [
-    "copy", "factories", "elementwise", "views", "shape", "indexing", "reduction", "linalg",
-    "random", "interop",
+    "copy", "factories", "elementwise", "division", "elementwise_unary", "elementwise_binary",
+    "comparison", "activation", "printing",
+    "views", "slicing", "views_inplace", "views_properties",
+    "shape", "indexing", "gather_scatter", "reduction", "linalg", "random", "interop",
 ]
 
-loaded = []
-for _name in MODULES:
-    try:
-        loaded.append(importlib.import_module(f"refimpl.ops.{_name}"))
-    except ModuleNotFoundError as _e:
-        if _e.name != f"refimpl.ops.{_name}":
-            raise
+loaded: list = []
 
-__all__ = ["REGISTRY", "OpDef", "defop", "get", "loaded"]
+
+def load() -> list:
+    """Import every op module once (refimpl's ``__init__`` calls this); returns them."""
+    if not loaded:
+        for name in MODULES:
+            try:
+                loaded.append(importlib.import_module(f"refimpl.ops.{name}"))
+            except ModuleNotFoundError as e:
+                if e.name != f"refimpl.ops.{name}":
+                    raise
+    return loaded
+
+
+__all__ = ["REGISTRY", "OpDef", "defop", "get", "load", "loaded"]

@@ -219,7 +219,7 @@ def cuda(self: Tensor, device=None, non_blocking: bool = False) -> Tensor:
     return to(self, dev, non_blocking=non_blocking)
 
 
-__all__ = ["fill_", "zero_", "clone"]
+__all__ = ["clone", "fill_", "zero_"]
 def pin_memory(self: Tensor, device=None) -> Tensor:
     """A copy of this CPU tensor in pinned (page-locked) memory."""
     from refimpl.cuda import _tensor_ops

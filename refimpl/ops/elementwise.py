@@ -1,123 +1,583 @@
-"""Elementwise ops: unary and binary math with broadcasting and torch's promotion.
+"""Elementwise arithmetic with broadcasting and torch's type promotion (spec: TENSOR-3xx).
 
-Each op is one ``defop`` call (meta, CPU kernel, backward, jvp) built from the small
-factories below; in-place variants (``add_``) reuse the op through ``kind="inplace"``.
+This module holds the machinery every elementwise op is built from, and the
+arithmetic ops themselves (add, sub, mul, div, remainder, pow, neg, abs, ...).
+Unary math lives in ``elementwise_unary``, the other binary ops (clamp, where,
+maximum, ...) in ``elementwise_binary``, comparisons and logical/bitwise ops in
+``comparison``, activations in ``activation``.
+
+How a call computes (TENSOR-301..304):
+
+1. op-specific argument checks (bool subtraction, alpha, rounding mode);
+2. the broadcast shape of the operands, with torch's size-mismatch error;
+3. the common dtype (``result_type`` over tensors, 0-dim tensors and Python
+   scalars), widened to the default float dtype by ops that always compute in
+   floating point (``div``, ``atan2``, ``exp`` ...); an op without a kernel for
+   that dtype raises torch's ``"<kernel>" not implemented for '<Type>'``;
+4. operands are cast to the common dtype (float16/bfloat16 compute in float32
+   and round back, like torch's CPU kernels); integer results wrap on overflow.
+
+Ops whose torch overloads record different autograd nodes (``pow(x, 2)`` is
+``PowBackward0``, ``pow(x, y)`` ``PowBackward1``) are one OpDef per overload,
+named like aten (``pow.Tensor_Scalar``), behind one public function.
 """
 
 from __future__ import annotations
 
+import builtins
+import math
+
+import ml_dtypes
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl.ops._helpers import (
-    broadcast_shapes, compute_np_dtype, np_result, result_type, sum_to, to_np,
-)
-from refimpl.ops._registry import OpDef, TensorSpec, defop
 from refimpl._tensor import Tensor
+from refimpl.ops._helpers import broadcast_shapes, result_type, sum_to
+from refimpl.ops._registry import OpDef, TensorSpec, defop
+
+# -- dtype groups and errors ----------------------------------------------------------
+
+BOOL = frozenset({D.bool_})
+INTEGRAL = frozenset({D.uint8, D.int8, D.int16, D.int32, D.int64})
+FLOATING = frozenset({D.float16, D.bfloat16, D.float32, D.float64})
+COMPLEX = frozenset({D.complex64, D.complex128})
+REDUCED = frozenset({D.float16, D.bfloat16})
+ALL = BOOL | INTEGRAL | FLOATING | COMPLEX
+REAL = ALL - COMPLEX
+NUMERIC = ALL - BOOL
+INEXACT = FLOATING | COMPLEX
+_F32 = np.dtype(np.float32)
 
 
-def _shape(x) -> tuple:
+def not_implemented(kernel: str, dtype: D.dtype) -> NotImplementedError:
+    """torch's error for a kernel that has no implementation for ``dtype``."""
+    return NotImplementedError(f'"{kernel}" not implemented for \'{dtype._legacy}\'')
+
+
+def dtype_of(x) -> D.dtype:
+    """The dtype of a tensor, or the dtype a Python scalar wraps to."""
+    return x.dtype if isinstance(x, Tensor) else D.scalar_dtype(x)
+
+
+def shape_of(x) -> tuple:
+    """A tensor's shape; () for a Python scalar."""
     return x._shape if isinstance(x, Tensor) else ()
 
 
-def _device(*xs):
+def out_device(*xs):
+    """The device of an op's output: the first tensor not a CPU 0-dim one, else the first."""
+    first = None
     for x in xs:
         if isinstance(x, Tensor):
-            return x.device
-    return None
+            dev = x._storage.device
+            if dev.type != "cpu" or x._shape:
+                return dev
+            if first is None:
+                first = dev
+    return first
+
+
+def float_dtype(dtype: D.dtype) -> D.dtype:
+    """``dtype`` for floating/complex dtypes, the default float dtype for bool/integers."""
+    return dtype if dtype.category >= 2 else D.get_default_dtype()
+
+
+# -- operands and results ---------------------------------------------------------------
+
+def compute_dtype(dtype: D.dtype) -> np.dtype:
+    """The numpy dtype to compute ``dtype`` in: float32 for float16/bfloat16."""
+    return _F32 if dtype in REDUCED else dtype.np
+
+
+def scalar_np(value, cdt: np.dtype) -> np.ndarray:
+    """A Python scalar as a 0-dim array of ``cdt`` (integers wrap like torch's casts)."""
+    if type(value) is int and not -(2**63) <= value < 2**64:
+        raise OverflowError("int too big to convert")
+    arr = np.asarray(value)
+    if arr.dtype != cdt:
+        with np.errstate(all="ignore"):
+            arr = arr.astype(cdt)
+    return arr
+
+
+_C_NAMES = {
+    D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
+    D.int32: "int", D.int64: "int64_t", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16",
+    D.float32: "float", D.float64: "double", D.complex64: "c10::complex<float>",
+    D.complex128: "c10::complex<double>",
+}
+
+
+def checked_scalar(value, dtype: D.dtype):
+    """A Python scalar argument (alpha, clamp bounds, ...) checked to fit ``dtype``.
+
+    torch converts such arguments with an overflow check ("value cannot be converted
+    to type int8_t without overflow"); a wrapped scalar *operand* instead wraps.
+    Returns the value as a Python scalar of ``dtype``'s kind.
+    """
+    if isinstance(value, Tensor):
+        value = value.item()
+    if dtype is D.bool_:
+        return bool(value)
+    bad = False
+    if isinstance(value, complex) and dtype.category < 3:
+        bad, value = value.imag != 0, value.real
+    if dtype.category == 1 and not bad:
+        info = np.iinfo(dtype.np)
+        if isinstance(value, float):
+            bad = not (math.isfinite(value) and info.min <= value <= info.max)
+            value = int(value) if not bad else value
+        elif info.min == 0:
+            bad = not -info.max <= int(value) <= info.max
+        else:
+            bad = not info.min <= int(value) <= info.max
+    elif dtype.category == 2 and not bad:
+        limit = float(ml_dtypes.finfo(dtype.np).max)
+        bad = math.isfinite(float(value)) and builtins.abs(float(value)) > limit
+    if bad:
+        raise RuntimeError(
+            f"value cannot be converted to type {_C_NAMES[dtype]} without overflow")
+    return value
+
+
+def operand(x, dtype: D.dtype, cdt: np.dtype | None = None) -> np.ndarray:
+    """An operand as a numpy array of the compute dtype of ``dtype``.
+
+    Tensors of another dtype are cast to ``dtype`` first (an int tensor joining a
+    bfloat16 op rounds to bfloat16, as torch's TensorIterator casts), then to the
+    compute dtype.
+    """
+    if cdt is None:
+        cdt = compute_dtype(dtype)
+    if not isinstance(x, Tensor):
+        return scalar_np(x, cdt)
+    arr = x._np
+    if arr.dtype != cdt:
+        with np.errstate(all="ignore"):
+            if x.dtype is not dtype and dtype in REDUCED:
+                arr = arr.astype(dtype.np)
+            arr = arr.astype(cdt)
+    return arr
+
+
+def finish(result, dtype: D.dtype, shape: tuple) -> np.ndarray:
+    """A kernel's numpy result as an array of ``dtype`` and ``shape``."""
+    result = np.asarray(result)
+    if result.dtype != dtype.np:
+        with np.errstate(all="ignore"):
+            if result.dtype.kind == "c" and dtype.category < 3:
+                result = result.real
+            result = result.astype(dtype.np)
+    if result.shape != shape:
+        result = np.broadcast_to(result, shape).copy()
+    return result
+
+
+# -- op builders -------------------------------------------------------------------------
+
+class Unary:
+    """The meta function and CPU kernel of a unary elementwise op.
+
+    ``result`` says how the output dtype follows the input dtype: ``"same"``,
+    ``"float"`` (bool/integers compute in the default float dtype), ``"bool"``
+    (predicates), ``"real"`` (complex inputs give their real dtype), ``"float_real"``
+    (both). ``check(x, **kwargs)`` holds the argument checks torch makes in its meta
+    function (they raise for fake tensors too). ``allow`` is the set of compute
+    dtypes the CPU kernel has; for the others the kernel raises torch's
+    ``"<kernel>" not implemented for '<Type>'``.
+    """
+
+    def __init__(self, fn, *, result: str = "same", allow=ALL, kernel: str = "",
+                 check=None) -> None:
+        self.fn, self.result, self.allow, self.kernel, self.check = (
+            fn, result, allow, kernel, check)
+
+    def prepare(self, x, kwargs) -> tuple:
+        """Run the checks; return (compute dtype, output dtype)."""
+        if self.check is not None:
+            self.check(x, **kwargs)
+        dtype = x.dtype
+        result = self.result
+        if result == "same":
+            return dtype, dtype
+        if result in ("float", "float_real"):
+            dtype = float_dtype(dtype)
+        if result == "bool":
+            return dtype, D.bool_
+        if result in ("real", "float_real"):
+            return dtype, dtype.to_real()
+        return dtype, dtype
+
+    def meta(self, x, *args, **kwargs) -> TensorSpec:
+        """Same shape as the input, the dtype ``result`` gives."""
+        return TensorSpec(x._shape, self.prepare(x, kwargs)[1], x.device)
+
+    def cpu(self, x, *args, **kwargs) -> np.ndarray:
+        """Compute on numpy (float16/bfloat16 in float32)."""
+        dtype, out = self.prepare(x, kwargs)
+        if dtype not in self.allow:
+            raise not_implemented(self.kernel, dtype)
+        with np.errstate(all="ignore"):
+            r = self.fn(operand(x, dtype), *args, **kwargs)
+        return finish(r, out, x._shape)
+
+
+class Binary:
+    """The meta function and CPU kernel of a broadcasting binary elementwise op.
+
+    ``result``: ``"promote"`` (the common dtype), ``"float"`` (bool/integer common
+    dtypes compute in the default float dtype), ``"bool"`` (comparisons: compute in
+    the common dtype, return bool). ``pre(a, b, **kw)`` runs before broadcasting,
+    ``post(dtype, a, b, **kw)`` once the common dtype is known (both are torch's meta
+    checks); ``allow``/``kernel`` as for ``Unary`` (``kernel`` may be a function of
+    the keyword arguments). Either operand may be a Python scalar.
+    """
+
+    def __init__(self, fn, *, result: str = "promote", allow=ALL, kernel="",
+                 pre=None, post=None) -> None:
+        self.fn, self.result, self.allow, self.kernel = fn, result, allow, kernel
+        self.pre, self.post = pre, post
+
+    def prepare(self, a, b, kwargs) -> tuple:
+        """Run the checks; return (shape, compute dtype, output dtype)."""
+        if self.pre is not None:
+            self.pre(a, b, **kwargs)
+        sa, sb = shape_of(a), shape_of(b)
+        shape = sa if sa == sb else broadcast_shapes(sa, sb)
+        dtype = result_type(a, b)
+        if self.result == "float":
+            dtype = float_dtype(dtype)
+        if self.post is not None:
+            self.post(dtype, a, b, **kwargs)
+        return shape, dtype, (D.bool_ if self.result == "bool" else dtype)
+
+    def check_kernel(self, dtype: D.dtype, kwargs) -> None:
+        """Raise torch's kernel error when the CPU kernel lacks ``dtype``."""
+        if dtype not in self.allow:
+            kernel = self.kernel(**kwargs) if callable(self.kernel) else self.kernel
+            raise not_implemented(kernel, dtype)
+
+    def meta(self, a, b, **kwargs) -> TensorSpec:
+        """Broadcast shape, promoted dtype."""
+        shape, _, out = self.prepare(a, b, kwargs)
+        return TensorSpec(shape, out, out_device(a, b))
+
+    def cpu(self, a, b, **kwargs) -> np.ndarray:
+        """Compute on numpy in the common dtype."""
+        shape, dtype, out = self.prepare(a, b, kwargs)
+        self.check_kernel(dtype, kwargs)
+        cdt = compute_dtype(dtype)
+        with np.errstate(all="ignore"):
+            r = self.fn(operand(a, dtype, cdt), operand(b, dtype, cdt), **kwargs)
+        return finish(r, out, shape)
 
 
 def binary_meta(a, b, **_) -> TensorSpec:
-    """Broadcast shape, promoted dtype."""
-    return TensorSpec(broadcast_shapes(_shape(a), _shape(b)), result_type(a, b), _device(a, b))
+    """Broadcast shape, promoted dtype (for ops defined elsewhere)."""
+    sa, sb = shape_of(a), shape_of(b)
+    return TensorSpec(sa if sa == sb else broadcast_shapes(sa, sb), result_type(a, b),
+                      out_device(a, b))
 
 
-def _binary_cpu(fn):
-    def kernel(a, b, **kwargs):
-        if isinstance(a, Tensor) and isinstance(b, Tensor) and a._shape != b._shape:
-            broadcast_shapes(a._shape, b._shape)  # raises torch's message
-        dtype = result_type(a, b)
+def unary_meta(a, *_, **__) -> TensorSpec:
+    """Same shape and dtype as the input."""
+    return TensorSpec(a._shape, a.dtype, a.device)
+
+
+def inplace(op: OpDef) -> OpDef:
+    """Declare ``<name>_``: the in-place form of ``op``, writing into input 0."""
+    name = op.name.split(".")[0] + "_" + op.name[len(op.name.split(".")[0]):]
+    return defop(name, kind="inplace", base=op, meta=op.meta, backward=op.backward,
+                 jvp=op.jvp, node=op.node, saves=op.saves,
+                 extra=dict(op.extra))
+
+
+def alias(fn, name: str):
+    """A plain function calling ``fn`` (an op or a function), for torch's alias names.
+
+    Plain functions bind as Tensor methods; an OpDef instance would not.
+    """
+
+    def aliased(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    aliased.__name__ = aliased.__qualname__ = name
+    aliased.__doc__ = f"Alias of ``{getattr(fn, 'name', getattr(fn, '__name__', name))}``."
+    return aliased
+
+
+def _hidden(**extra) -> dict:
+    """``extra`` of an overload OpDef: reached through its public function only."""
+    return {"method": False, **extra}
+
+
+# -- derivative helpers -----------------------------------------------------------------
+
+def unbroadcast(grad, x):
+    """The gradient for input ``x``: reduced to its shape, real for a real input."""
+    if not isinstance(x, Tensor) or grad is None:
+        return None
+    if grad.dtype.category == 3 and x.dtype.category < 3:
+        grad = grad.real
+    return sum_to(grad, x._shape)
+
+
+def fit(tangent, out: Tensor):
+    """An output tangent with the output's shape and dtype."""
+    if tangent is None:
+        return None
+    if tangent.dtype is not out.dtype:
+        if tangent.dtype.category == 3 and out.dtype.category < 3:
+            tangent = tangent.real
+        tangent = tangent.to(out.dtype)
+    if tangent._shape != out._shape:
+        tangent = tangent.expand(out._shape)
+    return tangent
+
+
+def add_tangents(*ts):
+    """The sum of the tangents that are not None (None if all are)."""
+    total = None
+    for t in ts:
+        if t is not None:
+            total = t if total is None else total + t
+    return total
+
+
+def conj(x):
+    """``x.conj()`` for complex tensors, ``x`` otherwise (also for Python scalars)."""
+    if isinstance(x, Tensor):
+        return x.conj() if x.dtype.category == 3 else x
+    return x.conjugate() if isinstance(x, complex) else x
+
+
+# -- add / sub / rsub ----------------------------------------------------------------------
+
+def _alpha_check(dtype: D.dtype, a, b, alpha=1) -> None:
+    if isinstance(alpha, bool):
+        if dtype is not D.bool_:
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif dtype.category < 2 and not isinstance(alpha, int):
+        raise RuntimeError(
+            "For integral input tensors, argument alpha must not be a floating point number.")
+    elif dtype.category < 3 and isinstance(alpha, complex):
+        raise RuntimeError(
+            "For non-complex input tensors, argument alpha must not be a complex number.")
+    checked_scalar(alpha, D.float32 if dtype in REDUCED else dtype)
+
+
+def _scaled(y, alpha):
+    if type(alpha) is int and alpha == 1:
+        return y
+    return y * scalar_np(alpha, y.dtype)
+
+
+def _fast_same(a, b):
+    """Both tensors of one shape and one non-reduced dtype: numpy can run them directly."""
+    return (type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype
+            and a._shape == b._shape and a.dtype not in REDUCED)
+
+
+def _fast_binary(ufunc, a, b):
+    x, y = a._np, b._np
+    if a.dtype.category >= 2:
         with np.errstate(all="ignore"):
-            out = fn(to_np(a, dtype), to_np(b, dtype), dtype, **kwargs)
-        return np_result(out, dtype)
-
-    return kernel
-
-
-def _check_alpha(a, b, alpha) -> None:
-    dtype = result_type(a, b)
-    if isinstance(alpha, float) and dtype.category < 2:
-        raise RuntimeError(
-            "For integral input tensors, argument alpha must not be a floating point number."
-        )
-    if isinstance(alpha, complex) and dtype.category < 3:
-        raise RuntimeError(
-            "For non-complex input tensors, argument alpha must not be a complex number."
-        )
+            r = ufunc(x, y)
+    else:
+        r = ufunc(x, y)
+    return r if a._shape else np.asarray(r)
 
 
-def _add(x, y, dtype, alpha=1):
-    return x + y if alpha == 1 else x + y * alpha
+_add_impl = Binary(lambda x, y, alpha=1: np.add(x, _scaled(y, alpha)), post=_alpha_check)
 
 
 def _add_cpu(a, b, *, alpha=1):
-    _check_alpha(a, b, alpha)
-    return _binary_cpu(_add)(a, b, alpha=alpha)
+    if type(alpha) is int and alpha == 1 and _fast_same(a, b):
+        return _fast_binary(np.add, a, b)
+    return _add_impl.cpu(a, b, alpha=alpha)
 
 
 def _add_backward(ctx, grad):
     a, b = ctx.args[0], ctx.args[1]
     alpha = ctx.kwargs.get("alpha", 1)
-    ga = sum_to(grad, a.shape) if isinstance(a, Tensor) else None
     gb = None
     if isinstance(b, Tensor):
-        gb = sum_to(grad if alpha == 1 else grad * alpha, b.shape)
-    return ga, gb
+        gb = unbroadcast(grad if alpha == 1 else grad * conj(alpha), b)
+    return unbroadcast(grad, a), gb
 
 
-add = defop("add", meta=binary_meta, cpu=_add_cpu, backward=_add_backward,
-            jvp=lambda ctx, ta, tb: _add_jvp(ctx, ta, tb))
-
-
-def _add_jvp(ctx, ta, tb):
+def _add_jvp(ctx, ta, tb=None):
     alpha = ctx.kwargs.get("alpha", 1)
     if tb is not None and alpha != 1:
         tb = tb * alpha
-    if ta is None:
-        return tb
-    return ta if tb is None else ta + tb
+    return fit(add_tangents(ta, tb), ctx.outputs[0])
+
+
+add = defop("add", meta=_add_impl.meta, cpu=_add_cpu, backward=_add_backward, jvp=_add_jvp,
+            saves=())
+
+
+def _sub_check(a, b, **_) -> None:
+    ba, bb = dtype_of(a) is D.bool_, dtype_of(b) is D.bool_
+    if ba and bb:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. "
+            "Use the `^` or `logical_xor()` operator instead.")
+    if ba or bb:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. "
+            "If you are trying to invert a mask, use the `~` or `logical_not()` operator "
+            "instead.")
+
+
+_sub_impl = Binary(lambda x, y, alpha=1: np.subtract(x, _scaled(y, alpha)), pre=_sub_check,
+                   post=_alpha_check)
+
+
+def _sub_cpu(a, b, *, alpha=1):
+    if type(alpha) is int and alpha == 1 and _fast_same(a, b) and a.dtype is not D.bool_:
+        return _fast_binary(np.subtract, a, b)
+    return _sub_impl.cpu(a, b, alpha=alpha)
+
+
+def _sub_backward(ctx, grad):
+    a, b = ctx.args[0], ctx.args[1]
+    alpha = ctx.kwargs.get("alpha", 1)
+    gb = None
+    if isinstance(b, Tensor):
+        gb = unbroadcast(-grad if alpha == 1 else grad * (-conj(alpha)), b)
+    return unbroadcast(grad, a), gb
+
+
+def _sub_jvp(ctx, ta, tb=None):
+    alpha = ctx.kwargs.get("alpha", 1)
+    if tb is not None:
+        tb = -tb if alpha == 1 else tb * (-alpha)
+    return fit(add_tangents(ta, tb), ctx.outputs[0])
+
+
+sub = defop("sub", meta=_sub_impl.meta, cpu=_sub_cpu, backward=_sub_backward, jvp=_sub_jvp,
+            saves=())
+subtract = alias(sub, "subtract")
+
+_rsub_impl = Binary(lambda x, y, alpha=1: np.subtract(y, _scaled(x, alpha)), pre=_sub_check,
+                    post=_alpha_check)
+
+
+def _rsub_backward(ctx, grad):
+    a, b = ctx.args[0], ctx.args[1]
+    alpha = ctx.kwargs.get("alpha", 1)
+    ga = unbroadcast(-grad if alpha == 1 else grad * (-conj(alpha)), a)
+    return ga, unbroadcast(grad, b)
+
+
+def _rsub_jvp(ctx, ta, tb=None):
+    alpha = ctx.kwargs.get("alpha", 1)
+    if ta is not None:
+        ta = -ta if alpha == 1 else ta * (-alpha)
+    return fit(add_tangents(ta, tb), ctx.outputs[0])
+
+
+_rsub_tensor = defop("rsub", meta=_rsub_impl.meta, cpu=_rsub_impl.cpu, backward=_rsub_backward,
+                     jvp=_rsub_jvp, saves=(), extra=_hidden())
+_rsub_scalar = defop("rsub.Scalar", meta=_rsub_impl.meta, cpu=_rsub_impl.cpu,
+                     backward=_rsub_backward, jvp=_rsub_jvp, saves=(), node="RsubBackward1",
+                     extra=_hidden())
+
+
+def rsub(input: Tensor, other, alpha=1, *, out=None) -> Tensor:
+    """``other - alpha * input`` (TENSOR-310)."""
+    op = _rsub_tensor if isinstance(other, Tensor) else _rsub_scalar
+    kw = {} if out is None else {"out": out}
+    if not (type(alpha) is int and alpha == 1):
+        kw["alpha"] = alpha
+    return op(input, other, **kw)
+
+
+# -- mul -----------------------------------------------------------------------------------
+
+_mul_impl = Binary(np.multiply)
+
+
+def _mul_cpu(a, b):
+    if _fast_same(a, b):
+        return _fast_binary(np.multiply, a, b)
+    return _mul_impl.cpu(a, b)
 
 
 def _mul_backward(ctx, grad):
     a, b = ctx.args[0], ctx.args[1]
-    ga = sum_to(grad * (b.conj() if isinstance(b, Tensor) else b), a.shape) \
-        if isinstance(a, Tensor) else None
-    gb = sum_to(grad * a.conj(), b.shape) if isinstance(b, Tensor) else None
+    ga = unbroadcast(grad * conj(b), a) if ctx.needs_input_grad[0] else None
+    gb = unbroadcast(grad * conj(a), b) if len(ctx.needs_input_grad) > 1 and \
+        ctx.needs_input_grad[1] else None
     return ga, gb
 
 
-mul = defop("mul", meta=binary_meta, cpu=_binary_cpu(lambda x, y, dt: x * y),
-            backward=_mul_backward)
+def _mul_jvp(ctx, ta, tb=None):
+    a, b = ctx.args[0], ctx.args[1]
+    return fit(add_tangents(None if ta is None else ta * b, None if tb is None else tb * a),
+               ctx.outputs[0])
 
 
-def unary_meta(a, **_) -> TensorSpec:
-    """Same shape and dtype as the input."""
-    return TensorSpec(a._shape, a.dtype, a.device)
+mul = defop("mul", meta=_mul_impl.meta, cpu=_mul_cpu, backward=_mul_backward, jvp=_mul_jvp)
+multiply = alias(mul, "multiply")
+
+# -- neg / abs / positive -------------------------------------------------------------------
+
+def _neg_check(x) -> None:
+    if x.dtype is D.bool_:
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
-neg = defop("neg", meta=unary_meta, cpu=lambda a: np_result(-to_np(a, a.dtype), a.dtype),
-            backward=lambda ctx, g: (-g,))
+_neg_impl = Unary(np.negative, check=_neg_check)
+neg = defop("neg", meta=_neg_impl.meta, cpu=_neg_impl.cpu, backward=lambda ctx, g: (-g,),
+            jvp=lambda ctx, t: -t, saves=())
+negative = alias(neg, "negative")
+
+_abs_impl = Unary(np.abs, result="real", allow=NUMERIC, kernel="abs_cpu")
 
 
-def inplace(op: OpDef) -> OpDef:
-    """Declare ``<name>_``: the in-place form of ``op``, writing into input 0."""
-    return defop(op.name + "_", kind="inplace", base=op, meta=op.meta, backward=op.backward,
-                 jvp=op.jvp, node=op.node)
+def _abs_backward(ctx, grad):
+    x = ctx.args[0]
+    return (unbroadcast(grad * x.sgn(), x),)
+
+
+def _abs_jvp(ctx, t):
+    x = ctx.args[0]
+    if x.dtype.category == 3:
+        return fit((x.sgn().conj() * t).real, ctx.outputs[0])
+    return t * x.sgn()
+
+
+abs = defop("abs", meta=_abs_impl.meta, cpu=_abs_impl.cpu, backward=_abs_backward,  # noqa: A001
+            jvp=_abs_jvp)
+absolute = alias(abs, "absolute")
+
+
+def positive(input: Tensor) -> Tensor:
+    """``+input``: returns ``input`` itself; bool tensors raise like torch."""
+    if input.dtype is D.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
 
 
 add_ = inplace(add)
+sub_ = inplace(sub)
+subtract_ = alias(sub_, "subtract_")
 mul_ = inplace(mul)
+multiply_ = alias(mul_, "multiply_")
 neg_ = inplace(neg)
+negative_ = alias(neg_, "negative_")
+abs_ = inplace(abs)
+absolute_ = alias(abs_, "absolute_")
 
-__all__ = ["add", "add_", "mul", "mul_", "neg", "neg_", "binary_meta", "unary_meta", "inplace"]
-_ = (D, compute_np_dtype)
+__all__ = [
+    "add", "add_", "sub", "sub_", "subtract", "rsub", "mul", "mul_", "multiply", "neg",
+    "negative", "abs", "absolute", "positive",
+]
+TENSOR_METHODS = (
+    "rsub", "positive", "subtract", "subtract_", "multiply", "multiply_", "negative",
+    "negative_", "absolute", "absolute_",
+)

@@ -364,8 +364,22 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
 
 
 __all__ = [
-    "tensor", "full", "zeros", "ones", "empty", "from_numpy", "as_tensor", "zeros_like",
-    "ones_like", "empty_like", "full_like", "empty_strided", "scalar_tensor", "arange",
-    "linspace", "logspace", "eye",
+    "arange",
+    "as_tensor",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "eye",
+    "from_numpy",
+    "full",
+    "full_like",
+    "linspace",
+    "logspace",
+    "ones",
+    "ones_like",
+    "scalar_tensor",
+    "tensor",
+    "zeros",
+    "zeros_like",
 ]
 TENSOR_METHODS = ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full")

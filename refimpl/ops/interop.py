@@ -32,7 +32,7 @@ def numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
     return self._np
 
 
-def __array__(self: Tensor, dtype=None, copy=None) -> np.ndarray:  # noqa: N807
+def __array__(self: Tensor, dtype=None, copy=None) -> np.ndarray:
     arr = numpy(self)
     return arr if dtype is None else arr.astype(dtype, copy=False)
 
@@ -66,7 +66,7 @@ def tolist(self: Tensor):
     return arr.tolist()
 
 
-def __dlpack__(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):  # noqa: N807
+def __dlpack__(self: Tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
     """A DLPack capsule aliasing this tensor (CPU tensors)."""
     if self.requires_grad:
         raise RuntimeError(
@@ -80,7 +80,7 @@ def __dlpack__(self: Tensor, *, stream=None, max_version=None, dl_device=None, c
     return arr.__dlpack__(stream=stream, max_version=max_version)
 
 
-def __dlpack_device__(self: Tensor) -> tuple:  # noqa: N807
+def __dlpack_device__(self: Tensor) -> tuple:
     """(device type, index) in DLPack's numbering: (1, 0) for the CPU, (2, i) for CUDA."""
     if self.device.type == "cuda":
         return (2, self.device.index)

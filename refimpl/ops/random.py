@@ -193,8 +193,21 @@ manual_seed, seed, initial_seed = R.manual_seed, R.seed, R.initial_seed
 get_rng_state, set_rng_state = R.get_rng_state, R.set_rng_state
 
 __all__ = [
-    "rand", "randn", "randint", "randperm", "normal", "bernoulli", "rand_like", "randn_like",
-    "randint_like", "Generator", "default_generator", "manual_seed", "seed", "initial_seed",
-    "get_rng_state", "set_rng_state",
+    "Generator",
+    "bernoulli",
+    "default_generator",
+    "get_rng_state",
+    "initial_seed",
+    "manual_seed",
+    "normal",
+    "rand",
+    "rand_like",
+    "randint",
+    "randint_like",
+    "randn",
+    "randn_like",
+    "randperm",
+    "seed",
+    "set_rng_state",
 ]
 TENSOR_METHODS = ("uniform_", "normal_", "random_", "bernoulli_", "bernoulli")

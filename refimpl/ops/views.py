@@ -1,15 +1,48 @@
-"""View ops: outputs alias input 0's storage (spec: TENSOR-010 and following).
+"""Reshaping views: outputs alias input 0's storage (spec: TENSOR-004..008, TENSOR-303).
 
-A view op's meta function returns a ``ViewSpec`` (shape, stride, offset); the
-dispatcher makes the alias, sharing the storage and the version counter.
+A view op's meta function returns a ``ViewSpec`` (shape, stride, offset); the dispatcher
+makes the alias, sharing the storage and the version counter and setting ``_base``. The
+meta functions read metadata only, so fake tensors run them unchanged.
+
+This module holds the views that rearrange or regroup dims (view, reshape, transpose,
+permute, expand, squeeze, unsqueeze, movedim, flatten, unflatten) and the dtype views
+(``view(dtype)``, ``view_as_real``, ``view_as_complex``). Views that pick a subset of the
+elements (select, slicing, split, diagonal, as_strided, ...) are in ``slicing.py``.
 """
 
 from __future__ import annotations
 
 import math
 
+from refimpl import _dtype as D
 from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
-from refimpl.ops._registry import ViewSpec, defop
+from refimpl.ops._registry import TensorSpec, ViewSpec, defop
+
+
+def type_str(t: Tensor) -> str:
+    """torch's legacy type string of a tensor (``torch.FloatTensor``, ``torch.cuda....``)."""
+    prefix = "torch.cuda." if t.device.type == "cuda" else "torch."
+    return f"{prefix}{D.legacy_type_name(t.dtype)}"
+
+
+def int_list(fn: str, arg: str, values) -> tuple:
+    """``values`` as a tuple of Python ints, with torch's TypeError for non-integers."""
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(
+                f"{fn}(): argument '{arg}' failed to unpack the object at pos {i + 1} with "
+                f"error \"type must be tuple of ints,but got {type(v).__name__}\""
+            )
+        out.append(v.__index__())
+    return tuple(out)
+
+
+def size_args(size, fn: str = "view", arg: str = "size") -> tuple:
+    """Sizes given as varargs (``view(2, 3)``) or as one sequence (``view((2, 3))``)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return int_list(fn, arg, size)
 
 
 def infer_size(shape, numel: int) -> tuple:
@@ -23,12 +56,12 @@ def infer_size(shape, numel: int) -> tuple:
                 raise RuntimeError("only one dimension can be inferred")
             infer = i
         elif s < 0:
-            raise RuntimeError(f"invalid shape dimension {s}")
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
         else:
             known *= s
     if infer is not None:
         if known == 0 or numel % known:
-            if known == 0:
+            if known == 0 and numel == 0:
                 raise RuntimeError(
                     f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
                     "unspecified dimension size -1 can be any value and is ambiguous"
@@ -72,14 +105,21 @@ def view_strides(old_shape, old_stride, new_shape):
     return tuple(new_stride)
 
 
-def _size_args(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return tuple(size[0])
-    return tuple(size)
+def view_spec(shape, stride, offset: int, dtype: D.dtype | None = None) -> ViewSpec:
+    """A ViewSpec, carrying a new dtype when the registry's ViewSpec has that field."""
+    if dtype is not None and "dtype" in ViewSpec._fields:
+        return ViewSpec(tuple(shape), tuple(stride), offset, dtype)  # type: ignore[call-arg]
+    return ViewSpec(tuple(shape), tuple(stride), offset)
 
+
+def _same_view(ctx, tangent, name: str, *args):
+    return None if tangent is None else getattr(tangent, name)(*args)
+
+
+# -- view / view_as / reshape / flatten / unflatten --------------------------------------
 
 def _view_meta(self: Tensor, *size) -> ViewSpec:
-    shape = infer_size(_size_args(size), self.numel())
+    shape = infer_size(size_args(size), self.numel())
     stride = view_strides(self._shape, self._stride, shape)
     if stride is None:
         raise RuntimeError(
@@ -89,15 +129,152 @@ def _view_meta(self: Tensor, *size) -> ViewSpec:
     return ViewSpec(shape, stride, self._offset)
 
 
-def _view_backward(ctx, grad):
-    return (grad.reshape(ctx.args[0].shape),)
+view_op = defop("view", kind="view", meta=_view_meta, saves=(),
+                backward=lambda ctx, g: (g.reshape(ctx.args[0].shape),),
+                jvp=lambda ctx, t, *_: t.view(ctx.outputs[0].shape),
+                extra={"method": False})
 
 
-view = defop("view", kind="view", meta=_view_meta, backward=_view_backward,
-             jvp=lambda ctx, t: t.view(ctx.outputs[0].shape))
+def _dtype_view_geometry(self: Tensor, dtype: D.dtype):
+    """Shape, strides and offset of ``self`` reinterpreted as ``dtype`` (torch's view.dtype)."""
+    old, new = self.dtype.itemsize, dtype.itemsize
+    if old == new:
+        return self._shape, self._stride, self._offset
+    what = (f"to view {D.type_name(self.dtype)} as {D.type_name(dtype)} "
+            "(different element sizes)")
+    if self.dim() == 0:
+        raise RuntimeError(f"self.dim() cannot be 0 {what}")
+    if self._stride[-1] != 1:
+        raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {self._stride[-1]}")
+    shape, stride = list(self._shape), list(self._stride)
+    if new > old:
+        ratio = new // old
+        if shape[-1] % ratio:
+            raise RuntimeError(
+                f"self.size(-1) must be divisible by {ratio} {what}, but got {shape[-1]}")
+        if self._offset % ratio:
+            raise RuntimeError(
+                f"self.storage_offset() must be divisible by {ratio} {what}, but got "
+                f"{self._offset}")
+        for i in range(len(stride) - 1):
+            if stride[i] % ratio:
+                raise RuntimeError(
+                    f"self.stride({i}) must be divisible by {ratio} {what}, but got {stride[i]}")
+            stride[i] //= ratio
+        shape[-1] //= ratio
+        return tuple(shape), tuple(stride), self._offset // ratio
+    ratio = old // new
+    shape[-1] *= ratio
+    stride = [s * ratio for s in stride[:-1]] + [1]
+    return tuple(shape), tuple(stride), self._offset * ratio
 
 
-def _transpose_meta(self: Tensor, dim0: int, dim1: int) -> ViewSpec:
+def _view_dtype_kernel(self: Tensor, dtype: D.dtype) -> Tensor:
+    shape, stride, offset = _dtype_view_geometry(self, dtype)
+    return Tensor._make(self._storage, shape, stride, offset, dtype, self._version_counter)
+
+
+def _view_dtype_meta(self: Tensor, dtype: D.dtype) -> TensorSpec:
+    return TensorSpec(_dtype_view_geometry(self, dtype)[0], dtype, self.device)
+
+
+# torch does not track view(dtype) as a view (no _base) and it is not differentiable, but
+# the result shares the storage and the version counter.
+view_dtype = defop("_view_dtype", meta=_view_dtype_meta, cpu=_view_dtype_kernel,
+                   cuda=_view_dtype_kernel, differentiable=False, extra={"method": False})
+
+
+def view(self: Tensor, *size) -> Tensor:
+    """A view with a new shape (TENSOR-008), or ``view(dtype)``: the same bytes read as
+    another dtype (the last dim scales with the element size ratio)."""
+    if len(size) == 1 and isinstance(size[0], D.dtype):
+        return view_dtype(self, size[0])
+    if not size:
+        raise TypeError(
+            "view() received an invalid combination of arguments - got (), but expected one "
+            "of:\n * (torch.dtype dtype)\n * (tuple of ints size)\n")
+    return view_op(self, *size)
+
+
+def view_as(self: Tensor, other: Tensor) -> Tensor:
+    """``self.view(other.shape)``."""
+    return view_op(self, other.shape)
+
+
+def _unsafe_view_kernel(self: Tensor, *size) -> Tensor:
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    return Tensor._make(self._storage, shape, contiguous_strides(shape), self._offset,
+                        self.dtype)
+
+
+# reshape of a non-viewable input: a view of a private contiguous copy that autograd does
+# not track as a view (torch's _unsafe_view).
+unsafe_view = defop(
+    "_unsafe_view", meta=lambda self, *size: TensorSpec(size_args(size), self.dtype,
+                                                        self.device),
+    cpu=_unsafe_view_kernel, cuda=_unsafe_view_kernel, saves=(),
+    backward=lambda ctx, g: (g.reshape(ctx.args[0].shape),),
+    jvp=lambda ctx, t, *_: t.reshape(ctx.outputs[0].shape), extra={"method": False})
+
+
+def reshape(self: Tensor, *shape) -> Tensor:
+    """A view when the strides allow it, else a contiguous copy (TENSOR-006)."""
+    shape = infer_size(size_args(shape, "reshape", "shape"), self.numel())
+    if view_strides(self._shape, self._stride, shape) is not None:
+        return view_op(self, shape)
+    from refimpl.ops.copy import clone
+
+    return unsafe_view(clone(self), shape)
+
+
+def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    """``self.reshape(other.shape)``."""
+    return reshape(self, other.shape)
+
+
+def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dims ``start_dim..end_dim`` into one (a view when possible, TENSOR-006)."""
+    if self.dim() == 0:
+        return reshape(self, 1)
+    start, end = wrap_dim(start_dim, self.dim()), wrap_dim(end_dim, self.dim())
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if start == end:
+        return self
+    shape = self._shape[:start] + (math.prod(self._shape[start:end + 1]),) + \
+        self._shape[end + 1:]
+    return reshape(self, shape)
+
+
+def unflatten(self: Tensor, dim: int, sizes) -> Tensor:
+    """Split dim ``dim`` into ``sizes`` (one of them may be -1); a view."""
+    if self.dim() == 0:
+        raise RuntimeError("unflatten got an unexpected error:\nDimension specified as 0 but "
+                           "tensor has no dimensions")
+    d = wrap_dim(dim, self.dim())
+    sizes = int_list("unflatten", "sizes", sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    if sizes.count(-1) > 1:
+        raise RuntimeError("unflatten got an unexpected error:\nonly one dimension can be "
+                           "inferred")
+    size = self._shape[d]
+    known = math.prod(s for s in sizes if s != -1)
+    if -1 in sizes:
+        ok = known != 0 and size % known == 0
+        sizes = tuple(size // known if s == -1 else s for s in sizes) if ok else sizes
+    else:
+        ok = known == size
+    if not ok:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({size}) in the input tensor")
+    return view_op(self, self._shape[:d] + sizes + self._shape[d + 1:])
+
+
+# -- transpose / permute / movedim ---------------------------------------------------------
+
+def transpose_geometry(self: Tensor, dim0: int, dim1: int) -> ViewSpec:
+    """The metadata of ``self.transpose(dim0, dim1)``."""
     n = self.dim()
     d0, d1 = wrap_dim(dim0, n), wrap_dim(dim1, n)
     shape, stride = list(self._shape), list(self._stride)
@@ -107,18 +284,305 @@ def _transpose_meta(self: Tensor, dim0: int, dim1: int) -> ViewSpec:
     return ViewSpec(tuple(shape), tuple(stride), self._offset)
 
 
-transpose = defop("transpose", kind="view", meta=_transpose_meta,
-                  backward=lambda ctx, g: (g.transpose(ctx.args[1], ctx.args[2]),))
+transpose = defop("transpose", kind="view", meta=transpose_geometry, saves=(),
+                  backward=lambda ctx, g: (g.transpose(ctx.args[1], ctx.args[2]),),
+                  jvp=lambda ctx, t, *_: _same_view(ctx, t, "transpose", *ctx.args[1:3]))
 
 
-def _t_meta(self: Tensor) -> ViewSpec:
+def swapaxes(self: Tensor, axis0: int, axis1: int) -> Tensor:
+    """Alias of ``transpose``."""
+    return transpose(self, axis0, axis1)
+
+
+swapdims = swapaxes
+
+
+def t_geometry(self: Tensor, name: str = "t") -> ViewSpec:
+    """The metadata of ``self.t()`` (at most 2 dims)."""
     if self.dim() > 2:
         raise RuntimeError(
-            f"t() expects a tensor with <= 2 dimensions, but self is {self.dim()}D"
+            f"{name}() expects a tensor with <= 2 dimensions, but self is {self.dim()}D"
         )
-    return _transpose_meta(self, 0, self.dim() - 1 if self.dim() else 0)
+    return transpose_geometry(self, 0, self.dim() - 1 if self.dim() else 0)
 
 
-t = defop("t", kind="view", meta=_t_meta, backward=lambda ctx, g: (g.t(),))
+t = defop("t", kind="view", meta=t_geometry, saves=(), backward=lambda ctx, g: (g.t(),),
+          jvp=lambda ctx, tg: _same_view(ctx, tg, "t"))
 
-__all__ = ["view", "transpose", "t", "infer_size", "view_strides"]
+
+def dims_args(dims) -> tuple:
+    """Dims given as varargs or as one sequence."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        return tuple(dims[0])
+    return tuple(dims)
+
+
+def _permute_meta(self: Tensor, *dims) -> ViewSpec:
+    dims = dims_args(dims)
+    n = self.dim()
+    if len(dims) != n:
+        raise RuntimeError(
+            "permute(sparse_coo): number of dimensions in the tensor input does not match the "
+            f"length of the desired ordering of dimensions i.e. input.dim() = {n} is not "
+            f"equal to len(dims) = {len(dims)}")
+    wrapped = [wrap_dim(d, n) for d in dims]
+    if len(set(wrapped)) != n:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return ViewSpec(tuple(self._shape[d] for d in wrapped),
+                    tuple(self._stride[d] for d in wrapped), self._offset)
+
+
+def _permute_backward(ctx, g):
+    n = len(ctx.args[0].shape)
+    wrapped = [d % n for d in dims_args(ctx.args[1:])] if n else []
+    inverse = [0] * n
+    for i, d in enumerate(wrapped):
+        inverse[d] = i
+    return (g.permute(inverse),)
+
+
+permute = defop("permute", kind="view", meta=_permute_meta, saves=(),
+                backward=_permute_backward,
+                jvp=lambda ctx, t, *_: _same_view(ctx, t, "permute", *ctx.args[1:]))
+
+
+def movedim(self: Tensor, source, destination) -> Tensor:
+    """Move dims ``source`` to positions ``destination`` (a permute view)."""
+    n = self.dim()
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+            f"contain the same number of dims as destination ({list(dst)} dims)")
+    src_w = [wrap_dim(d, n) for d in src]
+    dst_w = [wrap_dim(d, n) for d in dst]
+    if len(set(src_w)) != len(src_w):
+        raise RuntimeError(f"movedim: repeated dim in `source` ({list(src)})")
+    if len(set(dst_w)) != len(dst_w):
+        raise RuntimeError(f"movedim: repeated dim in `destination` ({list(dst)})")
+    order = [-1] * n
+    for s, d in zip(src_w, dst_w):
+        order[d] = s
+    rest = iter(d for d in range(n) if d not in src_w)
+    order = [next(rest) if o == -1 else o for o in order]
+    return permute(self, order)
+
+
+moveaxis = movedim
+
+
+# -- expand / squeeze / unsqueeze ----------------------------------------------------------
+
+def expand_geometry(self: Tensor, sizes) -> ViewSpec:
+    """The metadata of ``self.expand(sizes)`` with torch's errors (TENSOR-303)."""
+    sizes = tuple(sizes)
+    n, m = self.dim(), len(sizes)
+    if m < n:
+        raise RuntimeError(
+            f"expand({type_str(self)}{{{list(self._shape)}}}, size={list(sizes)}): the number "
+            f"of sizes provided ({m}) must be greater or equal to the number of dimensions in "
+            f"the tensor ({n})")
+    shape, stride = [0] * m, [0] * m
+    for i in range(m - 1, -1, -1):
+        j = i - (m - n)
+        size = sizes[i]
+        if j < 0:
+            if size < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({size}) isn't allowed in "
+                                   f"a leading, non-existing dimension {i}")
+            shape[i] = size
+            stride[i] = shape[i + 1] * stride[i + 1] if size == 1 and i + 1 < m else 0
+            continue
+        have = self._shape[j]
+        if size == -1:
+            size = have
+        if have == size:
+            shape[i], stride[i] = size, self._stride[j]
+        elif have == 1:
+            shape[i], stride[i] = size, 0
+        else:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({size}) must match the existing size "
+                f"({have}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                f"Tensor sizes: {list(self._shape)}")
+    return ViewSpec(tuple(shape), tuple(stride), self._offset)
+
+
+def _expand_meta(self: Tensor, *sizes, implicit: bool = False) -> ViewSpec:
+    return expand_geometry(self, size_args(sizes, "expand"))
+
+
+def _sum_to_input(ctx, g):
+    from refimpl.ops._helpers import sum_to
+
+    return (sum_to(g, ctx.args[0].shape),)
+
+
+expand = defop("expand", kind="view", meta=_expand_meta, saves=(), backward=_sum_to_input,
+               jvp=lambda ctx, t, *_: _same_view(ctx, t, "expand", ctx.outputs[0].shape))
+
+
+def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    """``self.expand(other.shape)``."""
+    return expand(self, other.shape)
+
+
+def broadcast_to(self: Tensor, size) -> Tensor:
+    """``self.expand(size)``: a stride-0 view (TENSOR-005)."""
+    return expand(self, tuple(size))
+
+
+def _squeeze_geometry(self: Tensor, dims) -> ViewSpec:
+    keep = [i for i in range(self.dim()) if i not in dims or self._shape[i] != 1]
+    return ViewSpec(tuple(self._shape[i] for i in keep), tuple(self._stride[i] for i in keep),
+                    self._offset)
+
+
+def squeeze_dims(self: Tensor, dim) -> tuple:
+    """``dim`` (None, int or sequence) as a set of non-negative dims, torch's errors."""
+    n = self.dim()
+    if dim is None:
+        return tuple(range(n))
+    if isinstance(dim, int):
+        return (wrap_dim(dim, n),)
+    seen: list = []
+    for d in dim:
+        w = wrap_dim(d, n)
+        if w in seen:
+            raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+        seen.append(w)
+    return tuple(seen)
+
+
+def _squeeze_backward(ctx, g):
+    return (g.reshape(ctx.args[0].shape),)
+
+
+def _squeeze_jvp(ctx, tg, *_):
+    return None if tg is None else tg.reshape(ctx.outputs[0].shape)
+
+
+squeeze_all = defop("squeeze", kind="view", saves=(), backward=_squeeze_backward,
+                    meta=lambda self: _squeeze_geometry(self, squeeze_dims(self, None)),
+                    jvp=_squeeze_jvp, extra={"method": False})
+squeeze_dim = defop("_squeeze_dim", kind="view", saves=(), backward=_squeeze_backward,
+                    meta=lambda self, dim: _squeeze_geometry(self, squeeze_dims(self, dim)),
+                    jvp=_squeeze_jvp, node="SqueezeBackward1", extra={"method": False})
+squeeze_multi = defop("_squeeze_dims", kind="view", saves=(), backward=_squeeze_backward,
+                      meta=lambda self, dim: _squeeze_geometry(self, squeeze_dims(self, dim)),
+                      jvp=_squeeze_jvp, node="SqueezeBackward2", extra={"method": False})
+
+
+def squeeze(self: Tensor, dim=None) -> Tensor:
+    """Remove size-1 dims (all, one, or those in a tuple); other dims are kept."""
+    if dim is None:
+        return squeeze_all(self)
+    if isinstance(dim, int):
+        return squeeze_dim(self, dim)
+    return squeeze_multi(self, tuple(dim))
+
+
+def unsqueeze_geometry(self: Tensor, dim: int) -> ViewSpec:
+    """The metadata of ``self.unsqueeze(dim)``."""
+    n = self.dim()
+    d = wrap_dim(dim, n + 1)
+    stride = 1 if d >= n else self._shape[d] * self._stride[d]
+    return ViewSpec(self._shape[:d] + (1,) + self._shape[d:],
+                    self._stride[:d] + (stride,) + self._stride[d:], self._offset)
+
+
+unsqueeze = defop("unsqueeze", kind="view", meta=unsqueeze_geometry, saves=(),
+                  backward=lambda ctx, g: (g.squeeze(wrap_dim(ctx.args[1], g.dim())),),
+                  jvp=lambda ctx, t, *_: _same_view(ctx, t, "unsqueeze", ctx.args[1]))
+
+
+def _alias_meta(self: Tensor) -> ViewSpec:
+    return ViewSpec(self._shape, self._stride, self._offset)
+
+
+# x[...] and x[()] return an alias: a view with the same metadata.
+alias = defop("alias", kind="view", meta=_alias_meta, saves=(), backward=lambda ctx, g: (g,),
+              jvp=lambda ctx, tg: tg, extra={"method": False})
+
+
+# -- complex <-> real views -------------------------------------------------------------------
+
+def _view_as_real_meta(self: Tensor) -> ViewSpec:
+    if not self.dtype.is_complex:
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return view_spec(self._shape + (2,), tuple(s * 2 for s in self._stride) + (1,),
+                     self._offset * 2, self.dtype.to_real())
+
+
+def _view_as_complex_meta(self: Tensor) -> ViewSpec:
+    if self.dtype not in (D.float32, D.float64, D.float16):
+        raise RuntimeError(
+            "view_as_complex is only supported for half, float and double tensors, but got a "
+            f"tensor of scalar type: {D.type_name(self.dtype)}")
+    if self.dtype is D.float16:
+        raise NotImplementedError("refimpl does not implement complex32 tensors")
+    if not self._shape or self._shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    if self._stride[-1] != 1:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(s % 2 for s in self._stride[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    if self._offset % 2:
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+    return view_spec(self._shape[:-1], tuple(s // 2 for s in self._stride[:-1]),
+                     self._offset // 2, self.dtype.to_complex())
+
+
+def _retyped(out: Tensor, dtype: D.dtype) -> Tensor:
+    # Until the dispatcher's ViewSpec carries a dtype, the alias comes back with the input's
+    # dtype and is retyped here (the geometry is already in units of ``dtype``).
+    if out.dtype is not dtype:
+        out.dtype = dtype
+        out._np_cache = None
+    return out
+
+
+view_as_real_op = defop(
+    "view_as_real", kind="view", meta=_view_as_real_meta, saves=(),
+    backward=lambda ctx, g: (view_as_complex(g.contiguous()),),
+    jvp=lambda ctx, tg: None if tg is None else view_as_real(tg), extra={"method": False})
+view_as_complex_op = defop(
+    "view_as_complex", kind="view", meta=_view_as_complex_meta, saves=(),
+    backward=lambda ctx, g: (view_as_real(g),),
+    jvp=lambda ctx, tg: None if tg is None else view_as_complex(tg), extra={"method": False})
+
+
+def view_as_real(input: Tensor) -> Tensor:
+    """A real view of a complex tensor with a last dim of 2 (real, imag)."""
+    return _retyped(view_as_real_op(input), input.dtype.to_real())
+
+
+def view_as_complex(input: Tensor) -> Tensor:
+    """A complex view of a real tensor whose last dim is (real, imag) with stride 1."""
+    return _retyped(view_as_complex_op(input), input.dtype.to_complex())
+
+
+def real(input: Tensor) -> Tensor:
+    """The real part as a view (the input itself for a real tensor)."""
+    if not input.dtype.is_complex:
+        return input
+    return view_as_real(input).select(-1, 0)
+
+
+def imag(input: Tensor) -> Tensor:
+    """The imaginary part of a complex tensor, as a view."""
+    if not input.dtype.is_complex:
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return view_as_real(input).select(-1, 1)
+
+
+__all__ = [
+    "view_as", "reshape", "flatten", "unflatten", "transpose", "swapaxes", "swapdims", "t",
+    "permute", "movedim", "moveaxis", "expand_as", "broadcast_to", "squeeze", "unsqueeze",
+    "view_as_real", "view_as_complex", "real", "imag", "infer_size", "view_strides",
+]
+TENSOR_METHODS = (
+    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "swapaxes", "swapdims",
+    "movedim", "moveaxis", "expand_as", "broadcast_to", "squeeze",
+)

@@ -1,0 +1,193 @@
+"""Caching-allocator benchmarks: refimpl against torch in the same process, JSON kept.
+
+GPU (``python bench/bench_allocator.py --out bench/results/allocator-<gpu>.json``):
+
+* ``alloc_delete_1mib``: ``caching_allocator_alloc(1 MiB)`` + ``caching_allocator_delete``
+  at a cache hit, refimpl vs torch vs raw ``cuMemAlloc`` + ``cuMemFree``;
+* ``empty_release_262144``: ``empty(262144, device="cuda")`` and its release,
+  refimpl vs torch.
+
+Issue 5 asks for refimpl within 2x of torch (alloc+delete) and at least 10x faster
+than the raw driver calls, and within 3x of torch for ``empty``.
+
+CPU (``--cpu-only``, no GPU needed): the pure algorithm on a simulated device
+(``malloc``+``free`` at a cache hit, small and large, and a mixed random workload).
+
+Every figure is the median over ``--repeats`` timed loops of the per-operation time,
+in microseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MiB = 1 << 20
+
+
+def timed(fn: Callable[[], None], loops: int, repeats: int) -> dict[str, float]:
+    """Median and min microseconds per call of ``fn`` over ``repeats`` loops of ``loops``."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        for _ in range(loops):
+            fn()
+        samples.append((time.perf_counter_ns() - start) / loops / 1000)
+    return {"median_us": statistics.median(samples), "min_us": min(samples),
+            "loops": loops, "repeats": repeats}
+
+
+def cpu_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
+    """The allocator algorithm alone, on an AddressSpaceSource."""
+    from refimpl.cuda._allocator import AddressSpaceSource, CachingAllocator
+    from refimpl.cuda._allocator_config import AllocatorConfig
+
+    allocator = CachingAllocator(AddressSpaceSource(1 << 40), 0, AllocatorConfig())
+
+    def pair(size: int) -> Callable[[], None]:
+        def run() -> None:
+            allocator.free(allocator.malloc(size, 0))
+        return run
+
+    rng = random.Random(0)
+    live: list[Any] = []
+
+    def mixed() -> None:
+        if live and rng.random() < 0.5:
+            allocator.free(live.pop(rng.randrange(len(live))))
+        else:
+            live.append(allocator.malloc(rng.choice((512, 4096, 300_000, 3 * MiB, 30 * MiB)), 0))
+
+    return {
+        "malloc_free_1mib_hit": timed(pair(MiB), loops, repeats),
+        "malloc_free_512b_hit": timed(pair(512), loops, repeats),
+        "malloc_free_30mib_hit": timed(pair(30 * MiB), loops, repeats),
+        "mixed_random_op": timed(mixed, loops, repeats),
+    }
+
+
+def gpu_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
+    """refimpl vs torch vs the raw driver on device 0."""
+    import torch
+    from cuda.bindings import driver as cu
+
+    import refimpl
+    import refimpl.cuda as rcuda
+
+    results: dict[str, Any] = {}
+    torch.cuda.init()
+    rcuda.init()
+
+    def refimpl_pair() -> None:
+        rcuda.memory.caching_allocator_delete(rcuda.memory.caching_allocator_alloc(MiB))
+
+    def torch_pair() -> None:
+        torch.cuda.caching_allocator_delete(torch.cuda.caching_allocator_alloc(MiB))
+
+    def check(result: tuple) -> Any:
+        if result[0] != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"CUDA driver call failed: {result[0]}")
+        return result[1] if len(result) > 1 else None
+
+    check(cu.cuInit(0))
+    ctx = check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0))))
+    check(cu.cuCtxSetCurrent(ctx))
+
+    def raw_pair() -> None:
+        check(cu.cuMemFree(check(cu.cuMemAlloc(MiB))))
+
+    pairs = {
+        "refimpl": timed(refimpl_pair, loops, repeats),
+        "torch": timed(torch_pair, loops, repeats),
+        "raw_cuMemAlloc_cuMemFree": timed(raw_pair, max(50, loops // 50), repeats),
+    }
+    pairs["refimpl_over_torch"] = pairs["refimpl"]["median_us"] / pairs["torch"]["median_us"]
+    pairs["raw_over_refimpl"] = (
+        pairs["raw_cuMemAlloc_cuMemFree"]["median_us"] / pairs["refimpl"]["median_us"]
+    )
+    pairs["meets_issue_5"] = pairs["refimpl_over_torch"] <= 2.0 and pairs["raw_over_refimpl"] >= 10
+    results["alloc_delete_1mib"] = pairs
+
+    def refimpl_empty() -> None:
+        x = refimpl.empty(262144, device="cuda")
+        del x
+
+    def torch_empty() -> None:
+        x = torch.empty(262144, device="cuda")
+        del x
+
+    empties = {
+        "refimpl": timed(refimpl_empty, loops, repeats),
+        "torch": timed(torch_empty, loops, repeats),
+    }
+    empties["refimpl_over_torch"] = empties["refimpl"]["median_us"] / empties["torch"]["median_us"]
+    empties["meets_issue_5"] = empties["refimpl_over_torch"] <= 3.0
+    results["empty_release_262144"] = empties
+    torch.cuda.synchronize()
+    results["device"] = torch.cuda.get_device_name(0)
+    results["torch"] = torch.__version__
+    results["torch_cuda"] = torch.version.cuda
+    results["driver_version"] = cu.cuDriverGetVersion()[1]
+    return results
+
+
+def machine() -> dict[str, Any]:
+    """Where the numbers come from."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
+            cwd=Path(__file__).resolve().parents[1],
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for name in ("numpy", "cuda-python", "cuda-bindings", "torch"):
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "node": platform.node(),
+        "git_commit": commit,
+        "packages": versions,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def main() -> None:
+    """Run the selected benchmarks and write the JSON report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="where to write the JSON results")
+    parser.add_argument("--cpu-only", action="store_true", help="skip the GPU benchmarks")
+    parser.add_argument("--loops", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    report: dict[str, Any] = {"machine": machine(), "cpu": cpu_benchmarks(args.loops, args.repeats)}
+    if not args.cpu_only:
+        report["gpu"] = gpu_benchmarks(args.loops, args.repeats)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Saved variables: tensors a node keeps for its backward (spec: AUTOGRAD-SAVED-*).
+
+A ``SavedVariable`` remembers the version of the tensor when it was saved; unpacking
+it later checks the version again, which is how autograd detects that a tensor needed
+for backward was modified in place. When saved-tensor hooks are active the tensor is
+stored packed and unpacked through the hooks.
+
+An *output* of the node is not stored as itself (that would make a reference cycle
+output -> grad_fn -> output): the saved variable keeps an alias that shares storage and
+version counter, and unpacking rebuilds a tensor whose ``grad_fn`` is the node.
+"""
+
+from __future__ import annotations
+
+ERR_BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+class SavedVariable:
+    """One tensor saved for backward: the tensor (or its packed form) and its version."""
+
+    __slots__ = ("_data", "_version", "_counter", "_output_nr", "_is_output", "_packed",
+                 "_unpack", "_freed", "_requires_grad", "_was_leaf", "_meta", "_node_fn")
+
+    def __init__(self, tensor, is_output: bool = False, output_nr: int = 0,
+                 hooks=None) -> None:
+        self._counter = tensor._version_counter
+        self._version = self._counter.version
+        self._output_nr = output_nr
+        self._is_output = is_output
+        self._freed = False
+        self._requires_grad = tensor.requires_grad
+        self._was_leaf = tensor.grad_fn is None
+        self._meta = (tensor._shape, tensor.dtype, tensor.device)
+        self._node_fn = None
+        if hooks is None:
+            from refimpl.autograd.graph_hooks import HOOKS
+
+            if HOOKS.stack:
+                hooks = HOOKS.stack[-1]
+        if hooks is not None:
+            self._pack_with(tensor, hooks)
+            return
+        self._packed = None
+        self._unpack = None
+        self._data = _alias(tensor) if is_output else tensor
+
+    def _pack_with(self, tensor, hooks) -> None:
+        pack, unpack = hooks
+        version = self._counter.version
+        self._data = None
+        self._packed = pack(tensor)
+        if self._counter.version != version:
+            raise RuntimeError(
+                "A saved tensor pack hook is modifying its input in place. Tensors provided as "
+                "input to pack hook can not be modified by in-place operations as this can "
+                "lead to unexpected side-effects. Please open an issue if you need to perform "
+                "in-place operations on the input to a pack hook."
+            )
+        self._unpack = unpack
+
+    def register_hooks(self, pack, unpack) -> None:
+        """Pack the saved tensor now with ``pack`` and restore it with ``unpack``
+        (``grad_fn._raw_saved_*.register_hooks``)."""
+        if not callable(pack) or not callable(unpack):
+            raise TypeError("incompatible function arguments: both hooks must be callables")
+        if self._freed:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        if self._unpack is not None:
+            raise RuntimeError(
+                "SavedTensor.register_hooks() can only be called once per saved tensor: "
+                "hooks have already been set."
+            )
+        if self._data is None:
+            raise RuntimeError("None is forbidden")
+        tensor = self._data
+        self._pack_with(tensor, (pack, unpack))
+
+    def release(self) -> None:
+        """Drop the saved data (the graph is freed)."""
+        self._freed = True
+        self._data = None
+        self._packed = None
+
+    def unpack(self, node=None):
+        """The saved tensor, after checking it was not modified in place since saved."""
+        if self._freed:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        if self._unpack is not None:
+            data = self._unpack(self._packed)
+            from refimpl._tensor import Tensor
+
+            if not isinstance(data, Tensor):
+                raise TypeError(
+                    "Output of saved tensor unpack_hook expected to be a Tensor but got result "
+                    f"of type {type(data).__name__}"
+                )
+            if self._is_output and node is not None and data.grad_fn is None \
+                    and self._requires_grad:
+                data = _with_history(data, node, self._output_nr)
+            return data
+        self._check_version(node)
+        data = self._data
+        if self._is_output and node is not None and self._requires_grad:
+            return _with_history(data, node, self._output_nr)
+        return data
+
+    def _check_version(self, node) -> None:
+        current = self._counter.version
+        if current == self._version:
+            return
+        from refimpl.autograd import _flags
+        from refimpl.autograd.graph import _display_name
+
+        data = self._data
+        shape = ", ".join(str(d) for d in data._shape)
+        msg = ("one of the variables needed for gradient computation has been modified by an "
+               f"inplace operation: [{type_string(data)} [{shape}]]")
+        grad_fn = node if self._is_output else data.grad_fn
+        if grad_fn is not None:
+            out_nr = self._output_nr if self._is_output else data._output_nr
+            msg += f", which is output {out_nr} of {_display_name(grad_fn.name())},"
+        msg += f" is at version {current}; expected version {self._version} instead."
+        if _flags.anomaly_enabled:
+            msg += (" Hint: the backtrace further above shows the operation that failed to "
+                    "compute its gradient. The variable in question was changed in there or "
+                    "anywhere later. Good luck!")
+        else:
+            msg += (" Hint: enable anomaly detection to find the operation that failed to "
+                    "compute its gradient, with torch.autograd.set_detect_anomaly(True, "
+                    "check_nan=False).")
+        raise RuntimeError(msg)
+
+
+def type_string(tensor) -> str:
+    """torch's legacy type name: ``torch.FloatTensor``, ``torch.cuda.DoubleTensor``."""
+    names = {
+        "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+        "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+        "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+    }
+    kind = names.get(tensor.dtype.name, tensor.dtype.name)
+    prefix = "torch.cuda." if tensor.device.type == "cuda" else "torch."
+    return f"{prefix}{kind}Tensor"
+
+
+def _alias(tensor):
+    """A tensor sharing storage, geometry and version counter, without autograd state."""
+    from refimpl._tensor import Tensor
+
+    t = Tensor._make(tensor._storage, tensor._shape, tensor._stride, tensor._offset,
+                     tensor.dtype, tensor._version_counter)
+    t._is_inference = tensor._is_inference
+    return t
+
+
+def _with_history(data, node, output_nr: int):
+    """An alias of ``data`` whose grad_fn is ``node`` (an unpacked saved output)."""
+    t = _alias(data)
+    t._grad_fn = node
+    t._output_nr = output_nr
+    return t

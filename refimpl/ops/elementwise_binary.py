@@ -1,0 +1,744 @@
+"""Binary and ternary elementwise ops beyond arithmetic (spec: TENSOR-330 and following).
+
+``atan2``, ``hypot``, ``maximum``/``minimum`` (NaN-propagating), ``fmax``/``fmin``
+(NaN-ignoring), ``copysign``, ``xlogy``, ``logaddexp``/``logaddexp2``, ``nextafter``,
+``heaviside``, the ``clamp`` family, ``where``, ``lerp``, ``addcmul`` and ``addcdiv``.
+Operands broadcast together; the output dtype is torch's common dtype unless noted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+from refimpl.ops._helpers import broadcast_shapes, result_type
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.elementwise import (
+    ALL,
+    BOOL,
+    COMPLEX,
+    FLOATING,
+    INEXACT,
+    NUMERIC,
+    REAL,
+    Binary,
+    _hidden,
+    alias,
+    add_tangents,
+    checked_scalar,
+    compute_dtype,
+    conj,
+    dtype_of,
+    finish,
+    fit,
+    inplace,
+    not_implemented,
+    operand,
+    out_device,
+    shape_of,
+    unbroadcast,
+)
+
+
+def broadcast_all(*xs) -> tuple:
+    """The broadcast shape of several operands, pairwise left to right like torch."""
+    shape = ()
+    for i, x in enumerate(xs):
+        s = shape_of(x)
+        if i == 0:
+            shape = s
+        elif s != shape:
+            shape = broadcast_shapes(shape, s)
+    return shape
+
+
+def _tensor_other(name: str):
+    def pre(a, b, **_) -> None:
+        if not isinstance(b, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'other' (position 2) must be Tensor, not {type(b).__name__}")
+
+    return pre
+
+
+def _no_complex(message: str):
+    def pre(a, b, **_) -> None:
+        if dtype_of(a).category == 3 or dtype_of(b).category == 3:
+            raise RuntimeError(message)
+
+    return pre
+
+
+def _both(*checks):
+    def pre(a, b, **kw) -> None:
+        for c in checks:
+            c(a, b, **kw)
+
+    return pre
+
+
+def _binary(name: str, fn, *, result: str = "promote", allow=ALL, kernel: str = "",
+            pre=None, post=None, backward=None, jvp=None, node=None, saves=("inputs",),
+            with_inplace: bool = True):
+    impl = Binary(fn, result=result, allow=allow, kernel=kernel, pre=pre, post=post)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, node=node,
+               saves=saves)
+    return op, (inplace(op) if with_inplace else None)
+
+
+def _grads(fa, fb):
+    """backward/jvp from the partial derivatives ``fa(a, b, out)`` and ``fb(a, b, out)``."""
+
+    def backward(ctx, g):
+        a, b = ctx.args[0], ctx.args[1]
+        out = ctx.outputs[0] if ctx.outputs else None
+        need = ctx.needs_input_grad
+        ga = unbroadcast(g * conj(fa(a, b, out)), a) if need[0] else None
+        gb = None
+        if isinstance(b, Tensor) and len(need) > 1 and need[1]:
+            gb = unbroadcast(g * conj(fb(a, b, out)), b)
+        return ga, gb
+
+    def jvp(ctx, ta, tb=None):
+        a, b, out = ctx.args[0], ctx.args[1], ctx.outputs[0]
+        return fit(add_tangents(None if ta is None else ta * fa(a, b, out),
+                                None if tb is None else tb * fb(a, b, out)), out)
+
+    return backward, jvp
+
+
+def _where_zero(cond, x):
+    return where(cond, 0, x)
+
+
+# -- atan2, hypot, logaddexp, nextafter ---------------------------------------------------
+
+_atan2_bw, _atan2_jvp = _grads(lambda a, b, y: b / (a * a + b * b),
+                               lambda a, b, y: -a / (a * a + b * b))
+atan2, atan2_ = _binary("atan2", np.arctan2, result="float", allow=REAL, kernel="atan2_cpu",
+                        pre=_tensor_other("atan2"), backward=_atan2_bw, jvp=_atan2_jvp)
+arctan2, arctan2_ = alias(atan2, "arctan2"), alias(atan2_, "arctan2_")
+
+_hypot_bw, _hypot_jvp = _grads(lambda a, b, y: a / y, lambda a, b, y: b / y)
+hypot, hypot_ = _binary("hypot", np.hypot, allow=FLOATING, kernel="hypot_cpu",
+                        pre=_tensor_other("hypot"), backward=_hypot_bw, jvp=_hypot_jvp,
+                        saves=("inputs", "outputs"))
+
+
+def _logaddexp(x, y):
+    if x.dtype.kind != "c":
+        return np.logaddexp(x, y)
+    hi = np.where(x.real >= y.real, x, y)
+    lo = np.where(x.real >= y.real, y, x)
+    both_inf = np.isinf(hi.real) & (hi == lo)
+    return np.where(both_inf, hi, hi + np.log1p(np.exp(lo - hi)))
+
+
+_lae_bw, _lae_jvp = _grads(lambda a, b, y: (1 + (b - a).exp()).reciprocal(),
+                           lambda a, b, y: (1 + (a - b).exp()).reciprocal())
+logaddexp, _ = _binary("logaddexp", _logaddexp, allow=INEXACT, kernel="logaddexp_cpu",
+                       pre=_tensor_other("logaddexp"), backward=_lae_bw, jvp=_lae_jvp,
+                       with_inplace=False)
+_lae2_bw, _lae2_jvp = _grads(lambda a, b, y: (1 + pow_scalar(2.0, b - a)).reciprocal(),
+                             lambda a, b, y: (1 + pow_scalar(2.0, a - b)).reciprocal())
+logaddexp2, _ = _binary("logaddexp2", np.logaddexp2, allow=FLOATING, kernel="logaddexp2_cpu",
+                        pre=_tensor_other("logaddexp2"), backward=_lae2_bw, jvp=_lae2_jvp,
+                        with_inplace=False)
+
+
+def pow_scalar(base, exponent):
+    """``base ** exponent`` for a Python base (torch's pow.Scalar)."""
+    from refimpl.ops.division import pow
+
+    return pow(base, exponent)
+
+
+def _nextafter(x, y):
+    return np.nextafter(x, y)
+
+
+class _NativeBinary(Binary):
+    """Computes in the storage dtype itself (nextafter is defined per float format)."""
+
+    def cpu(self, a, b, **kwargs):
+        shape, dtype, out = self.prepare(a, b, kwargs)
+        self.check_kernel(dtype, kwargs)
+        return finish(self.fn(operand(a, dtype, dtype.np), operand(b, dtype, dtype.np)),
+                      out, shape)
+
+
+_next_impl = _NativeBinary(_nextafter, allow=FLOATING, kernel="nextafter_cpu",
+                           pre=_tensor_other("nextafter"))
+nextafter = defop("nextafter", meta=_next_impl.meta, cpu=_next_impl.cpu,
+                  backward=lambda ctx, g: (unbroadcast(g, ctx.args[0]),
+                                           unbroadcast(g * 0, ctx.args[1])),
+                  jvp=lambda ctx, ta, tb=None: fit(ta, ctx.outputs[0]), saves=())
+nextafter_ = inplace(nextafter)
+
+# -- maximum / minimum / fmax / fmin --------------------------------------------------------
+
+
+def _max_backward(greater):
+    """maximum/minimum: the winner gets the gradient, ties split it in halves (torch)."""
+
+    def backward(ctx, g):
+        a, b = ctx.args[0], ctx.args[1]
+        half = g / 2
+        ga = where(greater(b, a), 0, where(a == b, half, g))
+        gb = where(greater(a, b), 0, where(a == b, half, g))
+        return unbroadcast(ga, a), unbroadcast(gb, b)
+
+    def jvp(ctx, ta, tb=None):
+        a, b, out = ctx.args[0], ctx.args[1], ctx.outputs[0]
+        if ta is None and tb is None:
+            return None
+        ta = 0 if ta is None else ta
+        tb = 0 if tb is None else tb
+        return fit(where(greater(a, b), ta, where(a == b, (ta + tb) / 2, tb)), out)
+
+    return backward, jvp
+
+
+def _gt(a, b):
+    return a > b
+
+
+def _lt(a, b):
+    return a < b
+
+
+_maximum_bw, _maximum_jvp = _max_backward(_gt)
+_minimum_bw, _minimum_jvp = _max_backward(_lt)
+maximum, _ = _binary(
+    "maximum", np.maximum,
+    pre=_both(_tensor_other("maximum"), _no_complex("maximum not implemented for complex tensors.")),
+    backward=_maximum_bw, jvp=_maximum_jvp, with_inplace=False)
+minimum, _ = _binary(
+    "minimum", np.minimum,
+    pre=_both(_tensor_other("minimum"), _no_complex("minimum not implemented for complex tensors.")),
+    backward=_minimum_bw, jvp=_minimum_jvp, with_inplace=False)
+
+
+def _fmax_backward(ge):
+    def backward(ctx, g):
+        a, b = ctx.args[0], ctx.args[1]
+        a_wins = ge(a, b).logical_or(b.isnan())
+        return unbroadcast(where(a_wins, g, 0), a), unbroadcast(where(a_wins, 0, g), b)
+
+    def jvp(ctx, ta, tb=None):
+        a, b, out = ctx.args[0], ctx.args[1], ctx.outputs[0]
+        a_wins = ge(a, b).logical_or(b.isnan())
+        return fit(where(a_wins, 0 if ta is None else ta, 0 if tb is None else tb), out)
+
+    return backward, jvp
+
+
+_fmax_bw, _fmax_jvp = _fmax_backward(lambda a, b: a >= b)
+_fmin_bw, _fmin_jvp = _fmax_backward(lambda a, b: a <= b)
+fmax, _ = _binary(
+    "fmax", np.fmax,
+    pre=_both(_tensor_other("fmax"), _no_complex("fmax not implemented for complex tensors.")),
+    backward=_fmax_bw, jvp=_fmax_jvp, with_inplace=False)
+fmin, _ = _binary(
+    "fmin", np.fmin,
+    pre=_both(_tensor_other("fmin"), _no_complex("fmin not implemented for complex tensors.")),
+    backward=_fmin_bw, jvp=_fmin_jvp, with_inplace=False)
+
+# -- copysign, xlogy, heaviside ---------------------------------------------------------------
+
+
+def _copysign_self(a, b, y):
+    return _where_zero(a == 0, y / a)
+
+
+_copysign_bw, _copysign_jvp = _grads(_copysign_self, lambda a, b, y: 0 * y)
+_copysign_impl = Binary(np.copysign, result="float", allow=REAL, kernel="copysign_cpu")
+_copysign_t = defop("copysign", meta=_copysign_impl.meta, cpu=_copysign_impl.cpu,
+                    backward=_copysign_bw, jvp=_copysign_jvp, saves=("inputs", "outputs"),
+                    extra=_hidden())
+_copysign_s = defop("copysign.Scalar", meta=_copysign_impl.meta, cpu=_copysign_impl.cpu,
+                    backward=_copysign_bw, jvp=_copysign_jvp, saves=("inputs", "outputs"),
+                    node="CopysignBackward1", extra=_hidden())
+_copysign_t_, _copysign_s_ = inplace(_copysign_t), inplace(_copysign_s)
+
+
+def copysign(input: Tensor, other, *, out=None) -> Tensor:
+    """``|input|`` with the sign of ``other`` (integers compute in the default float)."""
+    kw = {} if out is None else {"out": out}
+    return (_copysign_t if isinstance(other, Tensor) else _copysign_s)(input, other, **kw)
+
+
+def copysign_(self: Tensor, other) -> Tensor:
+    """In-place ``copysign``."""
+    return (_copysign_t_ if isinstance(other, Tensor) else _copysign_s_)(self, other)
+
+
+def _xlogy(x, y):
+    r = np.where(x == 0, np.zeros((), x.dtype), x * np.log(y))
+    return np.where(np.isnan(y), y, r)
+
+
+def _xlogy_self(a, b, y):
+    return xlogy(a != 0, b) if isinstance(b, Tensor) or isinstance(a, Tensor) else 0
+
+
+_xlogy_bw, _xlogy_jvp = _grads(lambda a, b, y: xlogy(a != 0, b), lambda a, b, y: a / b)
+_xlogy_impl = Binary(_xlogy, result="float", allow=REAL, kernel="xlogy_cpu")
+
+
+def _xlogy_op(name: str, node: str):
+    return defop(name, meta=_xlogy_impl.meta, cpu=_xlogy_impl.cpu, backward=_xlogy_bw,
+                 jvp=_xlogy_jvp, node=node, extra=_hidden())
+
+
+_xlogy_tt = _xlogy_op("xlogy", "XlogyBackward0")
+_xlogy_st = _xlogy_op("xlogy.Scalar_Self", "XlogyBackward1")
+_xlogy_ts = _xlogy_op("xlogy.Scalar_Other", "XlogyBackward2")
+_xlogy_tt_, _xlogy_ts_ = inplace(_xlogy_tt), inplace(_xlogy_ts)
+
+
+def xlogy(input, other, *, out=None) -> Tensor:
+    """``input * log(other)``, 0 where ``input == 0`` (unless ``other`` is NaN)."""
+    kw = {} if out is None else {"out": out}
+    if not isinstance(input, Tensor):
+        return _xlogy_st(input, other, **kw)
+    return (_xlogy_tt if isinstance(other, Tensor) else _xlogy_ts)(input, other, **kw)
+
+
+def xlogy_(self: Tensor, other) -> Tensor:
+    """In-place ``xlogy``."""
+    return (_xlogy_tt_ if isinstance(other, Tensor) else _xlogy_ts_)(self, other)
+
+
+def _heaviside_pre(a, b, **_) -> None:
+    if dtype_of(a).category == 3 or dtype_of(b).category == 3:
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
+    if dtype_of(a) is not dtype_of(b):
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+
+
+def _heaviside(x, v):
+    return np.where(x == 0, v, (x > 0).astype(x.dtype))
+
+
+def _heaviside_backward(ctx, g):
+    raise RuntimeError("derivative for aten::heaviside is not implemented")
+
+
+heaviside, heaviside_ = _binary("heaviside", _heaviside, pre=_heaviside_pre,
+                                backward=_heaviside_backward, node="NotImplemented", saves=())
+
+# -- clamp ---------------------------------------------------------------------------------------
+
+
+def _clamp_dtype(x: Tensor, lo, hi) -> D.dtype:
+    """torch's clamp: floating inputs keep their dtype; others promote with the bounds."""
+    if x.dtype.category == 3:
+        raise NotImplementedError("clamp is not supported for complex types")
+    dtype = x.dtype
+    if dtype.category != 2:
+        dtype = result_type(x, *(b for b in (lo, hi) if b is not None))
+    if dtype.category == 3:
+        raise RuntimeError("clamp is not supported for complex types")
+    return dtype
+
+
+def _clamp_compute(x, lo, hi, dtype: D.dtype, shape: tuple) -> np.ndarray:
+    cdt = compute_dtype(dtype)
+    r = operand(x, dtype, cdt)
+    with np.errstate(all="ignore"):
+        if lo is not None:
+            r = np.maximum(r, operand(lo, dtype, cdt))
+        if hi is not None:
+            r = np.minimum(r, operand(hi, dtype, cdt))
+    return finish(r, dtype, shape)
+
+
+def _clamp_scalar_kernel(lo, hi) -> str:
+    if lo is not None and hi is not None:
+        return "clamp_scalar_cpu"
+    return "clamp_min_scalar_cpu" if lo is not None else "clamp_max_scalar_cpu"
+
+
+def _clamp_s_meta(self, min=None, max=None) -> TensorSpec:  # noqa: A002 - torch's names
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return TensorSpec(self._shape, _clamp_dtype(self, min, max), self.device)
+
+
+def _clamp_s_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
+    dtype = _clamp_s_meta(self, min, max).dtype
+    if dtype is D.bool_:
+        raise not_implemented(_clamp_scalar_kernel(min, max), dtype)
+    lo = None if min is None else checked_scalar(min, dtype)
+    hi = None if max is None else checked_scalar(max, dtype)
+    return _clamp_compute(self, lo, hi, dtype, self._shape)
+
+
+def _clamp_t_meta(self, min=None, max=None) -> TensorSpec:  # noqa: A002
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if any(b is not None and b.dtype.category == 3 for b in (min, max)) or \
+            self.dtype.category == 3:
+        raise NotImplementedError("clamp is not supported for complex types")
+    dtype = result_type(self, *(b for b in (min, max) if b is not None))
+    shape = broadcast_all(self, *(b for b in (min, max) if b is not None))
+    return TensorSpec(shape, dtype, out_device(self, min, max))
+
+
+def _clamp_t_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
+    spec = _clamp_t_meta(self, min, max)
+    return _clamp_compute(self, min, max, spec.dtype, spec.shape)
+
+
+def _between(x, lo, hi):
+    inside = None
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        upper = x <= hi
+        inside = upper if inside is None else inside.logical_and(upper)
+    return inside
+
+
+def _clamp_s_backward(ctx, g):
+    x = ctx.args[0]
+    lo, hi = _bounds(ctx)
+    return (where(_between(x, lo, hi), g, 0),)
+
+
+def _clamp_s_jvp(ctx, t, *_):
+    x = ctx.args[0]
+    lo, hi = _bounds(ctx)
+    return fit(where(_between(x, lo, hi), t, 0), ctx.outputs[0])
+
+
+def _bounds(ctx):
+    args = ctx.args
+    return (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else None)
+
+
+def _clamp_t_backward(ctx, g):
+    x = ctx.args[0]
+    lo, hi = _bounds(ctx)
+    gx = unbroadcast(where(_between(x, lo, hi), g, 0), x)
+    glo = ghi = None
+    if lo is not None and hi is not None:
+        glo = unbroadcast(where((x < lo).logical_and(lo < hi), g, 0), lo)
+        ghi = unbroadcast(where((x > hi).logical_or(hi < lo), g, 0), hi)
+    elif lo is not None:
+        glo = unbroadcast(where(x < lo, g, 0), lo)
+    else:
+        ghi = unbroadcast(where(x > hi, g, 0), hi)
+    return gx, glo, ghi
+
+
+def _clamp_t_jvp(ctx, tx, tlo=None, thi=None):
+    x, out = ctx.args[0], ctx.outputs[0]
+    lo, hi = _bounds(ctx)
+    r = where(_between(x, lo, hi), 0 if tx is None else tx, 0)
+    if lo is not None and tlo is not None:
+        r = r + where(x < lo, tlo, 0) if hi is None else r + where(
+            (x < lo).logical_and(lo < hi), tlo, 0)
+    if hi is not None and thi is not None:
+        r = r + where(x > hi, thi, 0) if lo is None else r + where(
+            (x > hi).logical_or(hi < lo), thi, 0)
+    return fit(r, out)
+
+
+_clamp_s = defop("clamp", meta=_clamp_s_meta, cpu=_clamp_s_cpu, backward=_clamp_s_backward,
+                 jvp=_clamp_s_jvp, node="ClampBackward1", extra=_hidden())
+_clamp_t = defop("clamp.Tensor", meta=_clamp_t_meta, cpu=_clamp_t_cpu,
+                 backward=_clamp_t_backward, jvp=_clamp_t_jvp, node="ClampBackward0",
+                 extra=_hidden())
+_clamp_s_, _clamp_t_ = inplace(_clamp_s), inplace(_clamp_t)
+
+
+def _type_name(v) -> str:
+    if isinstance(v, Tensor):
+        return "Tensor"
+    return {bool: "bool", int: "int", float: "float", complex: "complex"}.get(
+        type(v), type(v).__name__)
+
+
+def _pick_clamp(name: str, input, lo, hi, tensor_op, scalar_op):
+    tensors = [isinstance(b, Tensor) for b in (lo, hi) if b is not None]
+    if tensors and all(tensors):
+        return tensor_op
+    if not any(tensors):
+        return scalar_op
+    got = ", ".join(_type_name(v) for v in (input, lo, hi) if v is not None)
+    raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                    "but expected one of:")
+
+
+def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
+    """Limit ``input`` to ``[min, max]`` (both scalars or both tensors; NaN propagates).
+
+    ``min > max`` gives ``max`` everywhere; integer inputs promote with float bounds
+    (TENSOR-340).
+    """
+    op = _pick_clamp("clamp", input, min, max, _clamp_t, _clamp_s)
+    kw = {} if out is None else {"out": out}
+    return op(input, min, max, **kw)
+
+
+def clamp_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """In-place ``clamp``."""
+    return _pick_clamp("clamp_", self, min, max, _clamp_t_, _clamp_s_)(self, min, max)
+
+
+def clip(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
+    """Alias of ``clamp``."""
+    return clamp(input, min, max, out=out)
+
+
+def clip_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """Alias of ``clamp_``."""
+    return clamp_(self, min, max)
+
+
+def _one_bound(name: str, which: str):
+    def meta(self, bound) -> TensorSpec:
+        if isinstance(bound, Tensor):
+            return _clamp_t_meta(self, **{which: bound})
+        return _clamp_s_meta(self, **{which: bound})
+
+    def cpu(self, bound):
+        if isinstance(bound, Tensor):
+            return _clamp_t_cpu(self, **{which: bound})
+        return _clamp_s_cpu(self, **{which: bound})
+
+    def backward(ctx, g):
+        x, b = ctx.args[0], ctx.args[1]
+        keep = x >= b if which == "min" else x <= b
+        gx = unbroadcast(where(keep, g, 0), x)
+        return gx, unbroadcast(where(keep, 0, g), b)
+
+    def jvp(ctx, tx, tb=None):
+        x, b = ctx.args[0], ctx.args[1]
+        keep = x >= b if which == "min" else x <= b
+        return fit(where(keep, 0 if tx is None else tx, 0 if tb is None else tb),
+                   ctx.outputs[0])
+
+    op = defop(name, meta=meta, cpu=cpu, backward=backward, jvp=jvp)
+    return op, inplace(op)
+
+
+clamp_min, clamp_min_ = _one_bound("clamp_min", "min")
+clamp_max, clamp_max_ = _one_bound("clamp_max", "max")
+
+# -- where ----------------------------------------------------------------------------------------
+
+
+def _where_meta(input, condition, other) -> TensorSpec:
+    if not isinstance(condition, Tensor) or condition.dtype is not D.bool_:
+        dt = dtype_of(condition) if isinstance(condition, Tensor) else None
+        if dt is not D.uint8:
+            raise RuntimeError(
+                "where expected condition to be a boolean tensor, but got a tensor with "
+                f"dtype {D.type_name(dt) if dt else type(condition).__name__}")
+    shape = broadcast_all(condition, input, other)
+    return TensorSpec(shape, result_type(input, other), out_device(condition, input, other))
+
+
+def _where_cpu(input, condition, other) -> np.ndarray:
+    spec = _where_meta(input, condition, other)
+    if condition.dtype is D.uint8:
+        import warnings
+
+        warnings.warn(
+            "where received a uint8 condition tensor. This behavior is deprecated and will be "
+            "removed in a future version of PyTorch. Use a boolean condition instead.",
+            UserWarning, stacklevel=5)
+    cdt = compute_dtype(spec.dtype)
+    r = np.where(condition._np.astype(bool, copy=False), operand(input, spec.dtype, cdt),
+                 operand(other, spec.dtype, cdt))
+    return finish(r, spec.dtype, spec.shape)
+
+
+def _where_backward(ctx, g):
+    x, cond, y = ctx.args
+    gx = unbroadcast(where(cond, g, 0), x) if isinstance(x, Tensor) else None
+    gy = unbroadcast(where(cond, 0, g), y) if isinstance(y, Tensor) else None
+    return gx, None, gy
+
+
+def _where_jvp(ctx, tx, tcond=None, ty=None):
+    x, cond, y = ctx.args
+    if tx is None and ty is None:
+        return None
+    return fit(where(cond, 0 if tx is None else tx, 0 if ty is None else ty), ctx.outputs[0])
+
+
+# torch's aten order is where(condition, self, other); this op takes (self, condition,
+# other) so that its Tensor method is ``x.where(condition, y)`` like torch's.
+_where = defop("where", meta=_where_meta, cpu=_where_cpu, backward=_where_backward,
+               jvp=_where_jvp)
+
+
+def where(condition, input=None, other=None, *, out=None):
+    """Elements of ``input`` where ``condition`` holds, else of ``other`` (TENSOR-345).
+
+    Either value may be a Python scalar; the dtype is their common dtype.
+    ``where(condition)`` is ``condition.nonzero(as_tuple=True)``.
+    """
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)
+    kw = {} if out is None else {"out": out}
+    return _where(input, condition, other, **kw)
+
+
+# -- lerp, addcmul, addcdiv ---------------------------------------------------------------------
+
+_CPP_NAMES = {
+    D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short int",
+    D.int32: "int", D.int64: "long int", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16",
+    D.float32: "float", D.float64: "double", D.complex64: "c10::complex<float>",
+    D.complex128: "c10::complex<double>",
+}
+
+
+def _lerp_meta(self, end, weight) -> TensorSpec:
+    if end.dtype is not self.dtype:
+        raise RuntimeError(f"expected dtype {_CPP_NAMES[self.dtype]} for `end` but got dtype "
+                           f"{_CPP_NAMES[end.dtype]}")
+    if isinstance(weight, Tensor):
+        if weight.dtype is not self.dtype and weight.dim() > 0:
+            raise RuntimeError(f"expected dtype {_CPP_NAMES[self.dtype]} for `weight` but got "
+                               f"dtype {_CPP_NAMES[weight.dtype]}")
+        shape = broadcast_all(self, end, weight)
+    else:
+        checked_scalar(weight, D.float32 if self.dtype in (D.float16, D.bfloat16)
+                       else self.dtype)
+        shape = broadcast_all(self, end)
+    return TensorSpec(shape, self.dtype, out_device(self, end, weight))
+
+
+def _lerp_cpu(self, end, weight) -> np.ndarray:
+    spec = _lerp_meta(self, end, weight)
+    if self.dtype not in INEXACT:
+        kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+        raise not_implemented(kernel, self.dtype)
+    cdt = compute_dtype(self.dtype)
+    if isinstance(weight, Tensor):
+        w = operand(weight, weight.dtype, cdt)
+    else:
+        wdt = D.float32 if self.dtype in (D.float16, D.bfloat16) else self.dtype
+        w = np.asarray(checked_scalar(weight, wdt)).astype(cdt)
+    a, b = operand(self, self.dtype, cdt), operand(end, self.dtype, cdt)
+    with np.errstate(all="ignore"):
+        diff = b - a
+        r = np.where(np.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
+    return finish(r, self.dtype, spec.shape)
+
+
+def _lerp_backward(ctx, g):
+    a, b, w = ctx.args
+    ga = unbroadcast(g * conj(1 - w), a)
+    gb = unbroadcast(g * conj(w), b)
+    gw = unbroadcast(g * conj(b - a), w) if isinstance(w, Tensor) else None
+    return ga, gb, gw
+
+
+def _lerp_jvp(ctx, ta, tb=None, tw=None):
+    a, b, w = ctx.args
+    r = add_tangents(None if ta is None else ta * (1 - w), None if tb is None else tb * w,
+                     None if tw is None else tw * (b - a))
+    return fit(r, ctx.outputs[0])
+
+
+_lerp_s = defop("lerp.Scalar", meta=_lerp_meta, cpu=_lerp_cpu, backward=_lerp_backward,
+                jvp=_lerp_jvp, node="LerpBackward0", extra=_hidden())
+_lerp_t = defop("lerp.Tensor", meta=_lerp_meta, cpu=_lerp_cpu, backward=_lerp_backward,
+                jvp=_lerp_jvp, node="LerpBackward1", extra=_hidden())
+_lerp_s_, _lerp_t_ = inplace(_lerp_s), inplace(_lerp_t)
+
+
+def lerp(input: Tensor, end: Tensor, weight, *, out=None) -> Tensor:
+    """``input + weight * (end - input)``; ``input`` and ``end`` share one float dtype."""
+    kw = {} if out is None else {"out": out}
+    return (_lerp_t if isinstance(weight, Tensor) else _lerp_s)(input, end, weight, **kw)
+
+
+def lerp_(self: Tensor, end: Tensor, weight) -> Tensor:
+    """In-place ``lerp``."""
+    return (_lerp_t_ if isinstance(weight, Tensor) else _lerp_s_)(self, end, weight)
+
+
+_ADDCDIV_INT = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+    "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+    "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+    "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+    "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+    "for all dtypes.")
+
+
+def _addc(divide: bool):
+    def meta(self, tensor1, tensor2, *, value=1) -> TensorSpec:
+        if divide and tensor1.dtype.category <= 1 and tensor2.dtype.category <= 1:
+            raise RuntimeError(_ADDCDIV_INT)
+        shape = broadcast_all(self, tensor1, tensor2)
+        return TensorSpec(shape, result_type(self, tensor1, tensor2),
+                          out_device(self, tensor1, tensor2))
+
+    def cpu(self, tensor1, tensor2, *, value=1) -> np.ndarray:
+        spec = meta(self, tensor1, tensor2)
+        dtype = spec.dtype
+        if dtype not in (INEXACT if divide else NUMERIC):
+            raise not_implemented("addcdiv_cpu" if divide else "addcmul_cpu_out", dtype)
+        cdt = compute_dtype(dtype)
+        v = np.asarray(checked_scalar(value, D.float32 if cdt != dtype.np else dtype))
+        x, t1, t2 = (operand(t, dtype, cdt) for t in (self, tensor1, tensor2))
+        with np.errstate(all="ignore"):
+            v = v.astype(cdt)
+            r = x + v * (t1 / t2 if divide else t1 * t2)
+        return finish(r, dtype, spec.shape)
+
+    def backward(ctx, g):
+        x, t1, t2 = ctx.args
+        v = ctx.kwargs.get("value", 1)
+        gx = unbroadcast(g, x)
+        if divide:
+            g1 = unbroadcast(g * conj(v / t2), t1)
+            g2 = unbroadcast(-g * conj(v * t1 / (t2 * t2)), t2)
+        else:
+            g1 = unbroadcast(g * conj(t2 * v), t1)
+            g2 = unbroadcast(g * conj(t1 * v), t2)
+        return gx, g1, g2
+
+    def jvp(ctx, tx, t1=None, t2=None):
+        x, a, b = ctx.args
+        v = ctx.kwargs.get("value", 1)
+        if divide:
+            parts = (tx, None if t1 is None else t1 * v / b,
+                     None if t2 is None else -t2 * v * a / (b * b))
+        else:
+            parts = (tx, None if t1 is None else t1 * b * v, None if t2 is None else t2 * a * v)
+        return fit(add_tangents(*parts), ctx.outputs[0])
+
+    return meta, cpu, backward, jvp
+
+
+def _addc_op(name: str, divide: bool):
+    meta, cpu, backward, jvp = _addc(divide)
+    op = defop(name, meta=meta, cpu=cpu, backward=backward, jvp=jvp)
+    return op, inplace(op)
+
+
+addcmul, addcmul_ = _addc_op("addcmul", False)
+addcdiv, addcdiv_ = _addc_op("addcdiv", True)
+
+_ = (BOOL, COMPLEX)
+
+__all__ = [
+    "addcdiv", "addcmul", "arctan2", "atan2", "clamp", "clamp_max", "clamp_min", "clip",
+    "copysign", "fmax", "fmin", "heaviside", "hypot", "lerp", "logaddexp", "logaddexp2",
+    "maximum", "minimum", "nextafter", "where", "xlogy",
+]
+TENSOR_METHODS = (
+    "arctan2", "arctan2_", "clamp", "clamp_", "clip", "clip_", "copysign", "copysign_", "xlogy",
+    "xlogy_", "lerp", "lerp_",
+)

@@ -1,0 +1,147 @@
+"""In-place view ops: a tensor changes its own metadata (spec: TENSOR-005, TENSOR-020, TENSOR-022).
+
+``t_``, ``transpose_`` (``swapaxes_``/``swapdims_``), ``squeeze_``, ``unsqueeze_`` and
+``as_strided_`` give ``self`` the metadata of the matching view op, keep its identity and
+storage, and bump its version like any in-place op. They are declared with
+``extra={"writes_input0": True, "inplace_view": True}``: their backward formulas read
+``ctx.args[0]``'s metadata as it was *before* the call, which the autograd layer must
+snapshot (torch saves the sizes).
+
+``resize_``/``resize_as_`` are plain methods (torch refuses them on tensors that require
+grad, so autograd never sees them): contiguous strides for the new shape, the storage grown
+when too small, and a version bump only when the shape changes.
+"""
+
+from __future__ import annotations
+
+from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.slicing import _input_geometry, as_strided_backward, as_strided_geometry
+from refimpl.ops.views import (
+    _squeeze_geometry, size_args, squeeze_dims, t_geometry, transpose_geometry,
+    unsqueeze_geometry,
+)
+
+_INPLACE_VIEW = {"writes_input0": True, "inplace_view": True}
+
+
+def _restrider(geometry):
+    """A kernel that gives ``self`` the metadata ``geometry(self, ...)`` computes."""
+
+    def kernel(self: Tensor, *args, **kwargs) -> Tensor:
+        spec = geometry(self, *args, **kwargs)
+        self._set_metadata(spec.shape, spec.stride, spec.offset)
+        self._version_counter.bump()
+        return self
+
+    return kernel
+
+
+def _meta(geometry):
+    def meta(self: Tensor, *args, **kwargs) -> TensorSpec:
+        return TensorSpec(geometry(self, *args, **kwargs).shape, self.dtype, self.device)
+
+    return meta
+
+
+def _inplace_view(name: str, geometry, node: str, backward, jvp=None):
+    kernel = _restrider(geometry)
+    return defop(name, meta=_meta(geometry), cpu=kernel, cuda=kernel, backward=backward,
+                 jvp=jvp, node=node, saves=(), extra=dict(_INPLACE_VIEW))
+
+
+t_ = _inplace_view("t_", lambda self: t_geometry(self, "t_"), "TBackward1",
+                   lambda ctx, g: (g.t(),), lambda ctx, tg: None if tg is None else tg.t())
+transpose_ = _inplace_view(
+    "transpose_", transpose_geometry, "TransposeBackward1",
+    lambda ctx, g: (g.transpose(ctx.args[1], ctx.args[2]),),
+    lambda ctx, tg, *_: None if tg is None else tg.transpose(ctx.args[1], ctx.args[2]))
+
+
+def swapaxes_(self: Tensor, axis0: int, axis1: int) -> Tensor:
+    """In-place ``swapaxes``: alias of ``transpose_``."""
+    return transpose_(self, axis0, axis1)
+
+
+swapdims_ = swapaxes_
+
+
+def _squeeze_back(ctx, g):
+    return (g.reshape(ctx.args[0].shape),)
+
+
+def _squeeze_jvp(ctx, tg, *_):
+    return None if tg is None else tg.reshape(ctx.outputs[0].shape)
+
+
+squeeze_all_ = _inplace_view(
+    "squeeze_", lambda self: _squeeze_geometry(self, squeeze_dims(self, None)),
+    "SqueezeBackward3", _squeeze_back, _squeeze_jvp)
+squeeze_dim_ = _inplace_view(
+    "_squeeze_dim_", lambda self, dim: _squeeze_geometry(self, squeeze_dims(self, dim)),
+    "SqueezeBackward4", _squeeze_back, _squeeze_jvp)
+squeeze_dims_ = _inplace_view(
+    "_squeeze_dims_", lambda self, dim: _squeeze_geometry(self, squeeze_dims(self, dim)),
+    "SqueezeBackward5", _squeeze_back, _squeeze_jvp)
+for _op in (squeeze_all_, squeeze_dim_, squeeze_dims_):
+    _op.extra["method"] = False
+
+
+def squeeze_(self: Tensor, dim=None) -> Tensor:
+    """In-place ``squeeze``: ``self`` loses its size-1 dims (all, one, or a tuple)."""
+    if dim is None:
+        return squeeze_all_(self)
+    if isinstance(dim, int):
+        return squeeze_dim_(self, dim)
+    return squeeze_dims_(self, tuple(dim))
+
+
+unsqueeze_ = _inplace_view(
+    "unsqueeze_", unsqueeze_geometry, "UnsqueezeBackward1",
+    lambda ctx, g: (g.squeeze(wrap_dim(ctx.args[1], g.dim())),),
+    lambda ctx, tg, *_: None if tg is None else tg.unsqueeze(ctx.args[1]))
+
+
+def _as_strided_back(ctx, g):
+    off = ctx.args[3] if len(ctx.args) > 3 else ctx.kwargs.get("storage_offset")
+    geom = _input_geometry(ctx.args[0])
+    return (as_strided_backward(g, geom, tuple(ctx.args[1]), tuple(ctx.args[2]),
+                                geom[2] if off is None else off),)
+
+
+as_strided_ = _inplace_view("as_strided_", as_strided_geometry, "AsStridedBackward1",
+                            _as_strided_back)
+
+
+def _storage_bytes(shape, stride, offset: int, itemsize: int) -> int:
+    if 0 in shape:
+        return 0
+    return (offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride))) * itemsize
+
+
+def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
+    """Give ``self`` the shape ``sizes`` with contiguous strides, growing the storage when
+    it is too small; bumps the version only when the shape changes (TENSOR-022)."""
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    shape = size_args(sizes, "resize_", "size")
+    if any(s < 0 for s in shape):
+        raise RuntimeError("numel: integer multiplication overflow")
+    if shape == self._shape:
+        return self
+    stride = contiguous_strides(shape)
+    need = _storage_bytes(shape, stride, self._offset, self.dtype.itemsize)
+    if need > self._storage.nbytes():
+        self._storage.resize_(need)
+    self._set_metadata(shape, stride, self._offset)
+    self._version_counter.bump()
+    return self
+
+
+def resize_as_(self: Tensor, the_template: Tensor, memory_format=None) -> Tensor:
+    """``self.resize_(the_template.shape)`` (the template's device is ignored)."""
+    return resize_(self, the_template.shape)
+
+
+__all__: list = []
+TENSOR_METHODS = ("swapaxes_", "swapdims_", "squeeze_", "resize_", "resize_as_")
