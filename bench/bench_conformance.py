@@ -90,9 +90,12 @@ def write_cases(directory: Path, count: int, per_file: int = 50) -> None:
     area.mkdir(parents=True, exist_ok=True)
     for start in range(0, count, per_file):
         body = "".join(
-            _TEMPLATES[i % len(_TEMPLATES)].format(i=i) for i in range(start, min(count, start + per_file))
+            _TEMPLATES[i % len(_TEMPLATES)].format(i=i)
+            for i in range(start, min(count, start + per_file))
         )
-        (area / f"bench_{start:05d}.yaml").write_text("defaults:\n  source: research\ncases:\n" + body)
+        (area / f"bench_{start:05d}.yaml").write_text(
+            "defaults:\n  source: research\ncases:\n" + body
+        )
 
 
 def program_baseline(cases: list, target: str) -> float:

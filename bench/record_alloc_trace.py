@@ -9,7 +9,10 @@ runs of mixed allocations and frees on two streams (sizes from 1 byte to 300 MiB
 small-pool, large-pool and, under ``max_split_size_mb``, oversize), with
 ``empty_cache`` calls, under several allocator settings, including a 1 GiB memory
 fraction that makes allocations fail. After every step it records torch's
-``memory_stats()`` figures (``refimpl.cuda._replay.FIGURE_KEYS``).
+``memory_stats()`` figures (``refimpl.cuda._replay.FIGURE_KEYS``) and, for
+allocations, the address returned; each run also keeps the addresses ``cudaMalloc``
+gave its segments, so that the replay can hand out the same ones (best fit breaks
+ties between equal blocks by address).
 ``tests/test_allocator.py`` and ``tensorctl memstats replay FILE`` replay the file
 through refimpl's allocator and compare every figure.
 
@@ -81,6 +84,15 @@ class TorchTarget:
     def stats(self) -> dict[str, Any]:
         return dict(self.torch.cuda.memory_stats(0))
 
+    def start_history(self) -> None:
+        self.torch.cuda.memory._record_memory_history(None)  # also clears the history
+        self.torch.cuda.memory._record_memory_history("all", context=None, max_entries=10**7)
+
+    def segment_allocs(self) -> list[list[int]]:
+        trace = self.torch.cuda.memory._snapshot()["device_traces"][0]
+        self.torch.cuda.memory._record_memory_history(None)
+        return [[e["addr"], e["size"]] for e in trace if e["action"] == "segment_alloc"]
+
     def meta(self) -> dict[str, Any]:
         props = self.torch.cuda.get_device_properties(0)
         return {
@@ -128,6 +140,15 @@ class RefimplTarget:
     def stats(self) -> dict[str, Any]:
         return dict(self.memory.memory_stats(0))
 
+    def start_history(self) -> None:
+        self.memory._record_memory_history(None)
+        self.memory._record_memory_history("all", context=None, max_entries=10**7)
+
+    def segment_allocs(self) -> list[list[int]]:
+        trace = self.memory._snapshot()["device_traces"][0]
+        self.memory._record_memory_history(None)
+        return [[e["addr"], e["size"]] for e in trace if e["action"] == "segment_alloc"]
+
     def meta(self) -> dict[str, Any]:
         return {"target": "refimpl (simulated device)", "device": "AddressSpaceSource"}
 
@@ -171,6 +192,7 @@ def record(target: Any, seed: int, steps: int) -> dict[str, Any]:
             fraction = 1.0
             target.set_fraction(1.0)
         baseline = _figures(target, keys)
+        target.start_history()
         live: dict[int, tuple[int, int]] = {}
         next_id = 0
         run_steps = []
@@ -192,8 +214,10 @@ def record(target: Any, seed: int, steps: int) -> dict[str, Any]:
                 stream = rng.randrange(2)
                 step = {"op": "alloc", "id": next_id, "size": size, "stream": stream}
                 try:
-                    live[next_id] = (size, target.alloc(size, stream))
+                    ptr = target.alloc(size, stream)
+                    live[next_id] = (size, ptr)
                     step["result"] = "ok"
+                    step["ptr"] = ptr
                 except target.oom:
                     step["result"] = "oom"
                 next_id += 1
@@ -203,6 +227,7 @@ def record(target: Any, seed: int, steps: int) -> dict[str, Any]:
                 step = {"op": "free", "id": victim}
             step["figures"] = _figures(target, keys)
             run_steps.append(step)
+        segment_allocs = target.segment_allocs()
         for _, ptr in live.values():
             target.free(ptr)
         target.empty_cache()
@@ -211,6 +236,7 @@ def record(target: Any, seed: int, steps: int) -> dict[str, Any]:
             "alloc_conf": conf,
             "memory_fraction": fraction,
             "baseline": baseline,
+            "segment_allocs": segment_allocs,
             "steps": run_steps,
         })
     target.settings("")

@@ -131,7 +131,10 @@ def _summary_table(pairs: list[tuple[Case, Result]]) -> Table:
     total = report.summarize(r for _, r in pairs)
     for area, counts in [*areas.items(), ("total", total)]:
         cells = [
-            Text(str(counts[c]), style=_STYLE[c if c != "errors" else "error"] if counts[c] else "dim")
+            Text(
+                str(counts[c]),
+                style=_STYLE[c if c != "errors" else "error"] if counts[c] else "dim",
+            )
             for c in columns
         ]
         table.add_row(Text(area, style="bold" if area == "total" else ""), *cells)
@@ -145,21 +148,45 @@ def _device_text(devices: Sequence[str], info: Any) -> str:
 
 
 @click.command("run-conformance")
-@click.option("--target", default="refimpl", show_default=True,
-              help="refimpl, torch (the oracle), or any importable module name.")
+@click.option(
+    "--target",
+    default="refimpl",
+    show_default=True,
+    help="refimpl, torch (the oracle), or any importable module name.",
+)
 @_filter_options
-@click.option("-j", "--jobs", "jobs_text", default="auto", show_default=True, metavar="N",
-              help="Worker processes; 0 runs in this process (no crash isolation).")
+@click.option(
+    "-j",
+    "--jobs",
+    "jobs_text",
+    default="auto",
+    show_default=True,
+    metavar="N",
+    help="Worker processes; 0 runs in this process (no crash isolation).",
+)
 @click.option("--fail-fast", is_flag=True, help="Stop after the first failure or error.")
-@click.option("--record", is_flag=True,
-              help="Store the values of passing cases as goldens (needs --target torch).")
-@click.option("--golden-dir", type=click.Path(file_okay=False), default=None,
-              help="Where goldens live (default: conformance/golden).")
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Store the values of passing cases as goldens (needs --target torch).",
+)
+@click.option(
+    "--golden-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where goldens live (default: conformance/golden).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report.")
-@click.option("--junit-xml", "junit_path", type=click.Path(dir_okay=False),
-              help="Write a JUnit XML report.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
-              show_default=True, help="Seconds per case, unless the case sets its own.")
+@click.option(
+    "--junit-xml", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds per case, unless the case sets its own.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Also list skipped and xfailed cases.")
 @_one_line_errors
 def run_conformance(
@@ -215,7 +242,11 @@ def run_conformance(
     pairs = outcome.pairs
     console.print(_summary_table(pairs))
     counts = report.summarize(r for _, r in pairs)
-    parts = [f"{counts[k]} {k}" for k in ("passed", "failed", "skipped", "xfailed", "errors") if counts[k]]
+    parts = [
+        f"{counts[k]} {k}"
+        for k in ("passed", "failed", "skipped", "xfailed", "errors")
+        if counts[k]
+    ]
     version = f" {info.version}" if info.version else ""
     line = f"target {info.name}{version} · {len(pairs)} cases · {', '.join(parts) or 'nothing run'}"
     line += f" in {outcome.duration:.2f} s"
@@ -264,11 +295,23 @@ def list_cases(
 
 @click.command("coverage")
 @click.option("--cases", "cases_path", metavar="PATH", help="Case file or folder.")
-@click.option("--seed-map", "seed_dir", type=click.Path(file_okay=False), default=None,
-              help="Seed-map folder (default: conformance/seed-map).")
-@click.option("--spec", "spec_dir", type=click.Path(file_okay=False), default=None,
-              help="Spec folder (default: spec/ next to the package).")
-@click.option("--json", "json_path", metavar="PATH", help="Write the coverage as JSON ('-': stdout).")
+@click.option(
+    "--seed-map",
+    "seed_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Seed-map folder (default: conformance/seed-map).",
+)
+@click.option(
+    "--spec",
+    "spec_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Spec folder (default: spec/ next to the package).",
+)
+@click.option(
+    "--json", "json_path", metavar="PATH", help="Write the coverage as JSON ('-': stdout)."
+)
 @click.option("-v", "--verbose", is_flag=True, help="List every test and every clause.")
 @_one_line_errors
 def coverage(
@@ -309,9 +352,14 @@ def _print_coverage(console: Console, data: dict[str, Any], verbose: bool) -> No
         for doc in data["documents"]:
             console.print(Text(doc["document"], style="bold"))
             for test in doc["ported"]:
-                console.print(Text(f"  ported        {test['test']}: {', '.join(test['cases'])}"), soft_wrap=True)
+                console.print(
+                    Text(f"  ported        {test['test']}: {', '.join(test['cases'])}"),
+                    soft_wrap=True,
+                )
             for test in doc["out_of_scope"]:
-                console.print(Text(f"  out-of-scope  {test['test']}: {test['reason']}"), soft_wrap=True)
+                console.print(
+                    Text(f"  out-of-scope  {test['test']}: {test['reason']}"), soft_wrap=True
+                )
             for test in doc["pending"]:
                 console.print(Text(f"  pending       {test}"), soft_wrap=True)
     by_file: dict[str, list[dict[str, Any]]] = {}

@@ -75,7 +75,7 @@ class Context:
 
 
 def match_exception(adapter: Any, spec: ExcSpec, exc: BaseException | None) -> str | None:
-    """Whether ``exc`` is an instance of ``spec.type`` whose message matches ``spec.match``."""
+    """None when ``exc`` is a ``spec.type`` whose message matches ``spec.match``; else why not."""
     try:
         expected = adapter.resolve_class(spec.type)
     except (AttributeError, TypeError) as err:
@@ -89,8 +89,10 @@ def match_exception(adapter: Any, spec: ExcSpec, exc: BaseException | None) -> s
     return None
 
 
-def match_warnings(adapter: Any, spec: ExcSpec, caught: list[warnings.WarningMessage]) -> str | None:
-    """Whether the caught warnings include one (or exactly ``count``) of the expected kind."""
+def match_warnings(
+    adapter: Any, spec: ExcSpec, caught: list[warnings.WarningMessage]
+) -> str | None:
+    """None when ``caught`` holds one (or exactly ``count``) expected warnings; else why not."""
     try:
         category = adapter.resolve_class(spec.type)
     except (AttributeError, TypeError) as err:
@@ -178,7 +180,11 @@ def check_same_storage(ctx: Context, check: Check, index: int) -> str | None:
     a_src, b_src = check.data["same_storage"]
     a, b = ctx.evaluate(a_src), ctx.evaluate(b_src)
     pa, pb = ctx.adapter.storage_ptr(a), ctx.adapter.storage_ptr(b)
-    return None if pa == pb else f"`{a_src}` and `{b_src}` have different storages ({pa:#x} vs {pb:#x})"
+    return (
+        None
+        if pa == pb
+        else f"`{a_src}` and `{b_src}` have different storages ({pa:#x} vs {pb:#x})"
+    )
 
 
 def check_is(ctx: Context, check: Check, index: int) -> str | None:

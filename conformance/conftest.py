@@ -166,7 +166,9 @@ class CaseItem(pytest.Item):
         if result.outcome == XFAILED:
             pytest.xfail(result.message.splitlines()[0])
         if result.outcome in (FAILED, XPASSED, ERROR):
-            raise CaseFailure(result.message if result.outcome != ERROR else f"error: {result.message}")
+            raise CaseFailure(
+                result.message if result.outcome != ERROR else f"error: {result.message}"
+            )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         """The engine's readable message and the case's source, not a traceback."""

@@ -200,9 +200,7 @@ def expand_case(where: Where, raw: Any, line: int, defaults: LDict | None, area:
         for key in SUBSTITUTED_KEYS:
             if key in data:
                 subst[key] = _substitute(where, data[key], combo, data.value_line(key))
-        case = build_case(where, subst, base_id + _suffix(combo), base_id, area, combo)
-        case.line = entry.key_line("id")
-        cases.append(case)
+        cases.append(build_case(where, subst, base_id + _suffix(combo), base_id, area, combo))
     return cases
 
 
@@ -229,7 +227,9 @@ def load_file(path: str | Path, area: str) -> tuple[list[Case], list[CaseFileErr
         check_keys(where, data, FILE_KEYS, "case file")
         defaults = None
         if "defaults" in data:
-            defaults = need_mapping(where, data["defaults"], data.value_line("defaults"), "defaults")
+            defaults = need_mapping(
+                where, data["defaults"], data.value_line("defaults"), "defaults"
+            )
             check_keys(where, defaults, DEFAULTS_KEYS, "defaults")
         if "cases" not in data:
             raise where.error(data.line, "case file has no 'cases' list")
@@ -278,4 +278,3 @@ def _unique(errors: list[CaseFileError]) -> list[CaseFileError]:
             seen.add(str(error))
             out.append(error)
     return out
-

@@ -115,9 +115,7 @@ def need_str(where: Where, value: Any, line: int, what: str) -> str:
     return value
 
 
-def need_int(
-    where: Where, value: Any, line: int, what: str, minimum: int | None = 0
-) -> int:
+def need_int(where: Where, value: Any, line: int, what: str, minimum: int | None = 0) -> int:
     """``value`` if it is an integer (>= ``minimum`` unless that is None), else an error."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise where.error(line, f"{what} must be an integer, got {_type_name(value)}")
@@ -239,7 +237,9 @@ def requires_spec(where: Where, data: Any, line: int) -> Requires:
         try:
             versions.parse_range(torch_range)
         except ValueError as exc:
-            raise where.error(spec.value_line("torch"), f"bad requires.torch range: {exc}") from None
+            raise where.error(
+                spec.value_line("torch"), f"bad requires.torch range: {exc}"
+            ) from None
     targets = None
     if "targets" in spec:
         targets = need_str_list(where, spec, "targets", "requires.targets")
@@ -257,7 +257,9 @@ def _literal_dtype(where: Where, value: Any, line: int) -> str:
         elif isinstance(item, (bool, int, float)):
             flat.append(item)
         else:
-            raise where.error(line, f"input value must hold numbers or bools, got {_type_name(item)}")
+            raise where.error(
+                line, f"input value must hold numbers or bools, got {_type_name(item)}"
+            )
     if flat and all(isinstance(x, bool) for x in flat):
         return "bool"
     if all(isinstance(x, int) for x in flat) and flat:
@@ -267,7 +269,9 @@ def _literal_dtype(where: Where, value: Any, line: int) -> str:
 
 def _shape(where: Where, value: Any, line: int, what: str) -> tuple[int, ...]:
     items = need_list(where, value, line, what)
-    return tuple(need_int(where, n, items.item_line(i), f"{what} size") for i, n in enumerate(items))
+    return tuple(
+        need_int(where, n, items.item_line(i), f"{what} size") for i, n in enumerate(items)
+    )
 
 
 def input_spec(where: Where, name: Any, data: Any, line: int) -> InputSpec:
@@ -354,7 +358,9 @@ def check_spec(where: Where, data: Any, line: int, index: int) -> Check:
     elif kind in ("raises", "warns"):
         out[kind] = exc_spec(where, spec[kind], vline, f"{kind} check", kind == "warns")
         if "eval" not in spec:
-            raise where.error(spec.line, f"{kind} check needs 'eval' (the code that must {kind[:-1]})")
+            raise where.error(
+                spec.line, f"{kind} check needs 'eval' (the code that must {kind[:-1]})"
+            )
     elif kind == "no_warnings":
         if spec[kind] is not True:
             raise where.error(vline, "no_warnings must be true")
@@ -372,7 +378,9 @@ def check_spec(where: Where, data: Any, line: int, index: int) -> Check:
             ),
         }
     if "eval" in spec:
-        out["eval"] = need_code(where, spec["eval"], spec.value_line("eval"), f"{kind} eval", "exec")
+        out["eval"] = need_code(
+            where, spec["eval"], spec.value_line("eval"), f"{kind} eval", "exec"
+        )
     if kind == "value":
         if "equals" in spec and "equals_np" in spec:
             raise where.error(spec.line, "value check has both 'equals' and 'equals_np'")
@@ -385,7 +393,9 @@ def check_spec(where: Where, data: Any, line: int, index: int) -> Check:
         if "dtype" in spec:
             out["dtype"] = need_dtype(where, spec["dtype"], spec.value_line("dtype"), "value dtype")
         if "shape" in spec:
-            out["shape"] = list(_shape(where, spec["shape"], spec.value_line("shape"), "value shape"))
+            out["shape"] = list(
+                _shape(where, spec["shape"], spec.value_line("shape"), "value shape")
+            )
         if "device" in spec:
             out["device"] = need_device(
                 where, spec["device"], spec.value_line("device"), "value device"

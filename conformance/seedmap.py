@@ -123,7 +123,10 @@ def load_seed_map(directory: str | Path) -> tuple[list[SeedDocument], list[CaseF
                     continue
                 if test.test in seen:
                     errors.append(
-                        where.error(test.line, f"test {test.test!r} listed twice (first at line {seen[test.test]})")
+                        where.error(
+                            test.line,
+                            f"test {test.test!r} listed twice (first at line {seen[test.test]})",
+                        )
                     )
                     continue
                 seen[test.test] = test.line
@@ -170,8 +173,14 @@ def coverage(
     listed = {t.source: t for doc in documents for t in doc.tests}
     docs_out = []
     for doc in documents:
-        entry: dict[str, Any] = {"document": doc.document, "path": doc.path, "tests": len(doc.tests)}
-        entry["ported"] = [{"test": t.test, "cases": list(t.cases)} for t in doc.tests if t.status == "ported"]
+        entry: dict[str, Any] = {
+            "document": doc.document,
+            "path": doc.path,
+            "tests": len(doc.tests),
+        }
+        entry["ported"] = [
+            {"test": t.test, "cases": list(t.cases)} for t in doc.tests if t.status == "ported"
+        ]
         entry["out_of_scope"] = [
             {"test": t.test, "reason": t.reason} for t in doc.tests if t.status == "out-of-scope"
         ]
@@ -201,7 +210,9 @@ def coverage(
             if clause in by_clause:
                 by_clause[clause].append(case.base_id)
             elif clauses:
-                problems.append(f"{case.location}: case {case.base_id!r} cites unknown clause {clause}")
+                problems.append(
+                    f"{case.location}: case {case.base_id!r} cites unknown clause {clause}"
+                )
     clauses_out = [
         {"id": c.id, "title": c.title, "path": c.path, "line": c.line, "cases": by_clause[c.id]}
         for c in sorted(clauses.values(), key=lambda c: (c.path, c.line))

@@ -63,7 +63,11 @@ def normalise(value: Any, adapter: Any) -> Any:
         return "device:" + str(value)
     if isinstance(value, np.ndarray):
         data = value.astype(np.float64) if value.dtype.kind not in "biufc" else value
-        return {"ndarray": _pairs(data.tolist()), "dtype": str(value.dtype), "shape": list(value.shape)}
+        return {
+            "ndarray": _pairs(data.tolist()),
+            "dtype": str(value.dtype),
+            "shape": list(value.shape),
+        }
     if isinstance(value, np.generic):
         return normalise(value.item(), adapter)
     if isinstance(value, (list, tuple)):
@@ -194,7 +198,9 @@ def compare(
         else:
             want = expected
         if data is None:
-            return f"{where}tensor has no data (device {actual.get('device')}); cannot compare values"
+            return (
+                f"{where}tensor has no data (device {actual.get('device')}); cannot compare values"
+            )
         if isinstance(want, (dict, str)) or want is None:
             return f"{where}actual is {short(actual)}, expected {short(want)}"
         r, a = tolerance(str(actual["dtype"]), rtol, atol)
@@ -206,7 +212,9 @@ def compare(
         if not isinstance(expected, (list, tuple)):
             return f"{where}actual is a list {short(actual)}, expected {short(expected)}"
         if len(actual) != len(expected):
-            return f"{where}length {len(actual)} != expected {len(expected)}: actual {short(actual)}"
+            return (
+                f"{where}length {len(actual)} != expected {len(expected)}: actual {short(actual)}"
+            )
         for i, (a_item, e_item) in enumerate(zip(actual, expected, strict=True)):
             diff = compare(a_item, e_item, rtol, atol, f"{path}[{i}]")
             if diff is not None:

@@ -110,8 +110,15 @@ def test_failures_show_diff_and_source_and_exit_1(mixed: Path, tmp_path: Path) -
     assert "4 of 4 elements differ" in out and "max abs error 1" in out
     assert "SKIPPED m.skip: needs CUDA" in out and "XFAILED m.xfail" in out
     assert "1 passed, 1 failed, 1 skipped, 1 xfailed" in out
-    outcomes = {c["id"]: c["outcome"] for c in json.loads((tmp_path / "r.json").read_text())["cases"]}
-    assert outcomes == {"m.pass": "passed", "m.fail": "failed", "m.xfail": "xfailed", "m.skip": "skipped"}
+    outcomes = {
+        c["id"]: c["outcome"] for c in json.loads((tmp_path / "r.json").read_text())["cases"]
+    }
+    assert outcomes == {
+        "m.pass": "passed",
+        "m.fail": "failed",
+        "m.xfail": "xfailed",
+        "m.skip": "skipped",
+    }
 
 
 @needs_torch
@@ -131,6 +138,17 @@ def test_record_writes_goldens(tmp_path: Path) -> None:
     entry = stored["cases"]["selftest.values.add_randn"]
     assert entry["device"] == "cpu" and entry["torch_version"].startswith("2.")
     assert entry["values"][0]["value"]["shape"] == [3, 4]
+
+
+def test_absent_torch_skips_everything_with_one_line(mixed: Path, monkeypatch) -> None:
+    from conformance import runner
+
+    monkeypatch.setattr(runner, "target_missing", lambda name: True)
+    result = run(run_conformance, "--target", "torch", "--cases", mixed)
+    assert result.exit_code == 0, result.output
+    notices = [line for line in result.output.splitlines() if "not installed" in line]
+    assert notices == ["torch is not installed: skipping all 4 cases of target torch"]
+    assert "4 skipped" in result.output
 
 
 def test_list_cases_plain_and_json(mixed: Path) -> None:
@@ -159,17 +177,24 @@ def test_coverage_report_and_problems(mixed: Path, tmp_path: Path) -> None:
     (spec / "a.md").write_text("**A-001** One.\n")
     result = run(coverage, "--cases", mixed, "--seed-map", seed, "--spec", spec, "-v")
     assert result.exit_code == 0, result.output
-    assert "doc.py" in result.output and "ported        T::test_mixed: m.pass, m.fail" in result.output
+    assert (
+        "doc.py" in result.output and "ported        T::test_mixed: m.pass, m.fail" in result.output
+    )
     assert "out-of-scope  T::test_other: sparse" in result.output and "A-001: -" in result.output
     data = json.loads(run(coverage, "--cases", mixed, "--seed-map", seed, "--spec", spec,
                           "--json", "-").output)  # fmt: skip
     assert data["documents"][0]["pending"] == ["T::test_later"] and data["problems"] == []
-    (seed / "doc.yaml").write_text("document: doc.py\ntests:\n  - {test: T::x, status: ported, cases: [gone]}\n")
+    (seed / "doc.yaml").write_text(
+        "document: doc.py\ntests:\n  - {test: T::x, status: ported, cases: [gone]}\n"
+    )
     result = run(coverage, "--cases", mixed, "--seed-map", seed, "--spec", spec)
     assert result.exit_code == 1 and "unknown case id 'gone'" in result.output
     (seed / "doc.yaml").write_text("document: doc.py\ntests: nope\n")
     result = run(coverage, "--cases", mixed, "--seed-map", seed)
-    assert result.exit_code == 2 and result.output.strip() == f"{seed / 'doc.yaml'}:2: tests must be a list, got str 'nope'"
+    assert (
+        result.exit_code == 2
+        and result.output.strip() == f"{seed / 'doc.yaml'}:2: tests must be a list, got str 'nope'"
+    )
 
 
 def test_real_process_exit_code_and_no_traceback() -> None:
@@ -179,7 +204,10 @@ def test_real_process_exit_code_and_no_traceback() -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"{BAD / 'binary_garbage.yaml'}:1: not a UTF-8 text file (byte 0x89 at offset 0)"
+    assert (
+        proc.stderr.strip()
+        == f"{BAD / 'binary_garbage.yaml'}:1: not a UTF-8 text file (byte 0x89 at offset 0)"
+    )
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -198,4 +226,8 @@ def test_pytest_collects_cases_by_id() -> None:
     )  # fmt: skip
     ids = [line.split("::")[-1] for line in listing.stdout.splitlines() if "::" in line]
     assert "selftest.values.mul_by_dtype[bfloat16]" in ids
-    assert all(line.startswith("conformance/cases/") for line in listing.stdout.splitlines() if "::" in line)
+    assert all(
+        line.startswith("conformance/cases/")
+        for line in listing.stdout.splitlines()
+        if "::" in line
+    )

@@ -191,7 +191,11 @@ def test_input_seed_is_stable_and_depends_on_case_and_name() -> None:
     first = inputs.numpy_input(spec, "case.a")
     assert np.array_equal(first, inputs.numpy_input(spec, "case.a"))
     assert not np.array_equal(first, inputs.numpy_input(spec, "case.b"))
-    assert inputs.seed_for("case.a", "x") == inputs.seed_for("case.a", "x") != inputs.seed_for("case.a", "y")
+    assert (
+        inputs.seed_for("case.a", "x")
+        == inputs.seed_for("case.a", "x")
+        != inputs.seed_for("case.a", "y")
+    )
     explicit = InputSpec("x", "randn", (3,), "float32", seed=5)
     assert np.array_equal(inputs.numpy_input(explicit, "a"), inputs.numpy_input(explicit, "b"))
 
@@ -249,7 +253,9 @@ def test_integers_compare_exactly_and_shapes_must_match() -> None:
 
 def test_facts_check_dtype_shape_device() -> None:
     value = tensor([[1.0]], "float64") | {"device": "cuda:0"}
-    assert values.check_facts(value, {"dtype": "float64", "shape": [1, 1], "device": "cuda"}) is None
+    assert (
+        values.check_facts(value, {"dtype": "float64", "shape": [1, 1], "device": "cuda"}) is None
+    )
     problem = values.check_facts(value, {"dtype": "float32", "device": "cpu"})
     assert "dtype is float64, expected float32" in problem and "device is cuda:0" in problem
     assert values.check_facts("dtype:int64", {"dtype": "int64"}) is None
@@ -259,7 +265,9 @@ def test_normalise_torch_values(torch_target) -> None:
     adapter, _ = torch_target
     import torch
 
-    assert values.normalise(torch.tensor([1.5], dtype=torch.bfloat16), adapter) == tensor([1.5], "bfloat16")
+    assert values.normalise(torch.tensor([1.5], dtype=torch.bfloat16), adapter) == tensor(
+        [1.5], "bfloat16"
+    )
     assert values.normalise(torch.tensor([1 + 2j]), adapter)["tensor"] == [[1.0, 2.0]]
     assert values.normalise([torch.float16, torch.device("cpu"), torch.Size([2])], adapter) == [
         "dtype:float16",
@@ -285,7 +293,9 @@ def test_keyword_expressions() -> None:
 
 
 def test_select_by_area_tag_device(tmp_path: Path) -> None:
-    write_cases(tmp_path, "cases:\n  - {id: a.x, source: research, tags: [t1], program: pass}\n", area="one")
+    write_cases(
+        tmp_path, "cases:\n  - {id: a.x, source: research, tags: [t1], program: pass}\n", area="one"
+    )
     write_cases(
         tmp_path,
         "cases:\n  - {id: b.y, source: research, params: {device: [cpu, cuda]}, program: pass}\n",
@@ -336,7 +346,10 @@ def test_outcomes_of_run_case(tmp_path: Path, torch_target) -> None:
     assert "runs only on targets: refimpl" in results["r.skip"].message
     assert "needs CUDA" in results["r.cuda"].message
     assert "np.nope" in results["r.broken"].message
-    assert "RuntimeError" in results["r.raises"].message and "cases.yaml:" in results["r.raises"].message
+    assert (
+        "RuntimeError" in results["r.raises"].message
+        and "cases.yaml:" in results["r.raises"].message
+    )
     assert "timed out after 0.5 s" in results["r.slow"].message
 
 
@@ -345,7 +358,16 @@ def test_selftest_cases_pass_on_torch(torch_target) -> None:
     loaded = load_cases(SELFTEST)
     assert not loaded.errors
     kinds = {check.kind for case in loaded.cases for check in case.expect}
-    assert kinds == {"value", "true", "same_storage", "is", "raises", "warns", "no_warnings", "memory"}
+    assert kinds == {
+        "value",
+        "true",
+        "same_storage",
+        "is",
+        "raises",
+        "warns",
+        "no_warnings",
+        "memory",
+    }
     for case in loaded.cases:
         result = run_case(case, adapter, info)
         assert result.outcome in ("passed", "skipped"), (case.id, result.message)
@@ -409,7 +431,9 @@ cases:
 @needs_torch
 def test_pool_survives_a_segfault_and_kills_a_stuck_worker(tmp_path: Path) -> None:
     cases = load_one(tmp_path, CRASHING_CASES)
-    options = runner.RunOptions(target="torch", jobs=2, kill_grace=0.5, golden_dir=None, batch_size=1)
+    options = runner.RunOptions(
+        target="torch", jobs=2, kill_grace=0.5, golden_dir=None, batch_size=1
+    )
     result = runner.run(cases, options)
     outcome = {c.id: r for c, r in result.pairs}
     assert outcome["p.before"].outcome == outcome["p.after"].outcome == "passed"
@@ -462,8 +486,12 @@ def test_record_then_compare_goldens(tmp_path: Path) -> None:
     )
     gold = tmp_path / "golden"
     gold.mkdir()
-    (gold / "demo.json").write_text(json.dumps({"format": 1, "cases": {"other.case": {"values": []}}}))
-    recorded = runner.run(cases, runner.RunOptions(target="torch", jobs=0, record=True, golden_dir=gold))
+    (gold / "demo.json").write_text(
+        json.dumps({"format": 1, "cases": {"other.case": {"values": []}}})
+    )
+    recorded = runner.run(
+        cases, runner.RunOptions(target="torch", jobs=0, record=True, golden_dir=gold)
+    )
     (path,) = golden.record(gold, recorded.pairs, recorded.info.torch_version)
     stored = json.loads(path.read_text())["cases"]
     assert set(stored) == {"g.sum", "other.case"}  # other entries are kept
@@ -478,10 +506,12 @@ def test_record_then_compare_goldens(tmp_path: Path) -> None:
         assert runner.run(cases, alias).pairs[0][1].outcome == "passed"
         stored["g.sum"]["values"][1]["value"]["tensor"] += 1.0
         path.write_text(json.dumps({"format": 1, "cases": stored}))
-        (_, result), = runner.run(cases, alias).pairs
+        ((_, result),) = runner.run(cases, alias).pairs
     finally:
         sys.path.remove(str(tmp_path))
-    assert result.outcome == "failed" and "differs from the torch golden (torch 2." in result.message
+    assert (
+        result.outcome == "failed" and "differs from the torch golden (torch 2." in result.message
+    )
 
 
 def test_golden_encoding_is_strict_json() -> None:
@@ -497,7 +527,10 @@ def _pairs(tmp_path: Path):
     cases = load_one(tmp_path, OUTCOME_CASES)
     outcomes = ["passed", "failed", "xfailed", "xpassed", "skipped", "skipped", "skipped", "error",
                 "failed", "failed"]  # fmt: skip
-    return [(c, Result(c.id, o, 0.01, f"msg <{o}> & \x00")) for c, o in zip(cases, outcomes, strict=True)]
+    return [
+        (c, Result(c.id, o, 0.01, f"msg <{o}> & \x00"))
+        for c, o in zip(cases, outcomes, strict=True)
+    ]
 
 
 def test_json_report_shape(tmp_path: Path) -> None:

@@ -1,85 +1,208 @@
-"""Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode (spec AUTOGRAD-3xx).
+"""Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode (spec AUTOGRAD-MODE-*).
 
 Each is a context manager and a decorator; the state is per thread (refimpl._state).
+As decorators they wrap each call of the function in the mode; a decorated generator
+runs each of its steps in the mode while its caller keeps its own mode between steps.
+Decorating a class is deprecated (FutureWarning) and wraps only its construction.
+``set_grad_enabled(mode)`` also acts immediately when simply called.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
+import warnings
 
 from refimpl._state import STATE
+from refimpl.autograd import _flags
 
 
-class _GradModeBase:
+def _wrap_generator(make_ctx, gen_fn):
+    """Each resumption of the generator runs inside a fresh context from ``make_ctx``."""
+
+    @functools.wraps(gen_fn)
+    def generator(*args, **kwargs):
+        gen = gen_fn(*args, **kwargs)
+        try:
+            with make_ctx():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with make_ctx():
+                        gen.close()
+                    raise
+                except BaseException:
+                    with make_ctx():
+                        response = gen.throw(*sys.exc_info())
+                else:
+                    with make_ctx():
+                        response = gen.send(request)
+        except StopIteration as stop:
+            return stop.value
+
+    return generator
+
+
+def _decorate(make_ctx, fn):
+    if inspect.isgeneratorfunction(fn):
+        return _wrap_generator(make_ctx, fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with make_ctx():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _DecoratorContextManager:
+    """A context manager that also decorates functions, generators (and, deprecated,
+    classes)."""
+
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__(*self._ctor_args()):
-                return fn(*args, **kwargs)
+        if inspect.isclass(fn):
+            warnings.warn(
+                "Decorating classes is deprecated and will be disabled in future versions. You "
+                "should only decorate functions or methods. To preserve the current behavior of "
+                "class decoration, you can directly decorate the `__init__` method and nothing "
+                "else.", FutureWarning, stacklevel=2)
+            cls = fn
 
-        return wrapper
+            def fn(*args, **kwargs):
+                return cls(*args, **kwargs)
 
-    def _ctor_args(self) -> tuple:
-        return ()
+        return _decorate(self.clone, fn)
+
+    def clone(self):
+        """A fresh manager with the same settings (one per decorated call)."""
+        return self.__class__()
 
 
-class no_grad(_GradModeBase):  # noqa: N801
+class _NoParamDecoratorContextManager(_DecoratorContextManager):
+    """Usable as ``@mode`` as well as ``@mode()``."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamDecoratorContextManager):  # noqa: N801
     """Disable gradient recording inside the block."""
 
+    def __init__(self) -> None:
+        self.prev = False
+
     def __enter__(self) -> None:
-        self._prev = STATE.grad_enabled
+        self.prev = STATE.grad_enabled
         STATE.grad_enabled = False
 
     def __exit__(self, *exc) -> None:
-        STATE.grad_enabled = self._prev
+        STATE.grad_enabled = self.prev
 
 
-class enable_grad(_GradModeBase):  # noqa: N801
+class enable_grad(_NoParamDecoratorContextManager):  # noqa: N801
     """Enable gradient recording inside the block."""
 
     def __enter__(self) -> None:
-        self._prev = STATE.grad_enabled
+        self.prev = STATE.grad_enabled
         STATE.grad_enabled = True
 
     def __exit__(self, *exc) -> None:
-        STATE.grad_enabled = self._prev
+        STATE.grad_enabled = self.prev
 
 
-class set_grad_enabled(_GradModeBase):  # noqa: N801
+class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
     """Set grad mode now; restores the previous mode when used as a context manager."""
 
     def __init__(self, mode: bool) -> None:
-        self._prev = STATE.grad_enabled
-        self.mode = bool(mode)
-        STATE.grad_enabled = self.mode
+        self.prev = STATE.grad_enabled
+        self.mode = mode
+        STATE.grad_enabled = bool(mode)
 
-    def _ctor_args(self) -> tuple:
-        return (self.mode,)
+    def __call__(self, fn):
+        STATE.grad_enabled = self.prev
+        return super().__call__(fn)
 
     def __enter__(self) -> None:
-        STATE.grad_enabled = self.mode
+        STATE.grad_enabled = bool(self.mode)
 
     def __exit__(self, *exc) -> None:
-        STATE.grad_enabled = self._prev
+        STATE.grad_enabled = self.prev
+
+    def clone(self):
+        """A manager with the same mode."""
+        return self.__class__(self.mode)
+
+    def __repr__(self) -> str:
+        return f"torch.autograd.grad_mode.set_grad_enabled(mode={self.mode})"
 
 
-class inference_mode(_GradModeBase):  # noqa: N801
+class inference_mode(_DecoratorContextManager):  # noqa: N801
     """Inference mode: no grad recording and tensors marked as inference tensors."""
 
-    def __init__(self, mode: bool = True) -> None:
-        self.mode = bool(mode)
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)
 
-    def _ctor_args(self) -> tuple:
-        return (self.mode,)
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = mode
 
     def __enter__(self) -> None:
         self._prev = (STATE.grad_enabled, STATE.inference_mode)
         if self.mode:
             STATE.grad_enabled = False
-        STATE.inference_mode = self.mode
+        STATE.inference_mode = bool(self.mode)
 
     def __exit__(self, *exc) -> None:
         STATE.grad_enabled, STATE.inference_mode = self._prev
+
+    def clone(self):
+        """A manager with the same mode."""
+        return self.__class__(self.mode)
+
+
+class set_multithreading_enabled(_DecoratorContextManager):  # noqa: N801
+    """Enable or disable multithreaded backward (a flag only: refimpl runs backward on
+    the calling thread)."""
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = _flags.multithreading_enabled
+        self.mode = mode
+        _flags.multithreading_enabled = bool(mode)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc) -> None:
+        _flags.multithreading_enabled = self.prev
+
+    def clone(self):
+        """A manager with the same mode."""
+        return self.__class__(self.mode)
+
+
+class _force_original_view_tracking(_DecoratorContextManager):  # noqa: N801
+    """Whether regenerated view grad_fns replay the original view op (a flag only)."""
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = _flags.view_replay_enabled
+        self.mode = mode
+        _flags.view_replay_enabled = bool(mode)
+
+    def __enter__(self) -> None:
+        _flags.view_replay_enabled = bool(self.mode)
+
+    def __exit__(self, *exc) -> None:
+        _flags.view_replay_enabled = self.prev
+
+    def clone(self):
+        """A manager with the same mode."""
+        return self.__class__(self.mode)
 
 
 def is_grad_enabled() -> bool:
@@ -90,3 +213,13 @@ def is_grad_enabled() -> bool:
 def is_inference_mode_enabled() -> bool:
     """Whether inference mode is on in this thread."""
     return STATE.inference_mode
+
+
+def is_multithreading_enabled() -> bool:
+    """The flag set by ``set_multithreading_enabled``."""
+    return _flags.multithreading_enabled
+
+
+def is_view_replay_enabled() -> bool:
+    """The flag set by ``_force_original_view_tracking``."""
+    return _flags.view_replay_enabled

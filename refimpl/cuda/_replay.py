@@ -26,10 +26,12 @@ __all__ = [
     "FIGURE_KEYS",
     "STEP_TRACE_FORMAT",
     "Mismatch",
+    "ScriptedAddressSource",
     "SnapshotReplay",
     "figures",
     "replay_snapshot",
     "replay_step_trace",
+    "scripted",
 ]
 
 STEP_TRACE_FORMAT = "tensorctl-alloc-trace/1"
@@ -85,14 +87,52 @@ class Mismatch:
         )
 
 
+class ScriptedAddressSource(AddressSpaceSource):
+    """A simulated device that hands out recorded segment addresses, in order.
+
+    Best fit breaks ties between equal free blocks by address, so a faithful replay
+    needs the addresses the real ``cudaMalloc`` returned. Once a request differs
+    from the script (another size), the source falls back to fresh addresses and
+    :attr:`diverged` is set.
+    """
+
+    def __init__(self, capacity: int, script: list[tuple[int, int]]) -> None:
+        top = max((a + n for a, n in script), default=0)
+        super().__init__(capacity, base=max(top, 1 << 40) + (1 << 30))
+        self.script = list(script)
+        self.position = 0
+        self.diverged = False
+
+    def allocate(self, nbytes: int) -> int | None:
+        """The next recorded address when it was recorded for this size."""
+        if not self.diverged and self.position < len(self.script):
+            address, size = self.script[self.position]
+            if size == nbytes and self.used + nbytes <= self.capacity:
+                self.position += 1
+                self.live[address] = nbytes
+                self.used += nbytes
+                self.num_allocations += 1
+                return address
+            self.diverged = True
+        return super().allocate(nbytes)
+
+
 def _run_allocator(run: dict[str, Any], meta: dict[str, Any]) -> CachingAllocator:
     config = parse_allocator_settings(run.get("alloc_conf") or "")
     capacity = int(meta.get("total_memory") or _UNLIMITED)
-    allocator = CachingAllocator(AddressSpaceSource(capacity), 0, config)
+    script = [(int(a), int(n)) for a, n in run.get("segment_allocs") or []]
+    source = ScriptedAddressSource(capacity, script) if script else AddressSpaceSource(capacity)
+    allocator = CachingAllocator(source, 0, config)
     fraction = run.get("memory_fraction")
     if fraction is not None:
         allocator.set_memory_fraction(float(fraction))
     return allocator
+
+
+def scripted(allocator: CachingAllocator) -> bool:
+    """Whether the allocator's segments still come from the recorded addresses."""
+    source = allocator.source
+    return isinstance(source, ScriptedAddressSource) and not source.diverged
 
 
 def replay_step_trace(trace: dict[str, Any]) -> list[Mismatch]:
@@ -111,12 +151,22 @@ def replay_step_trace(trace: dict[str, Any]) -> list[Mismatch]:
             outcome = "ok"
             if op == "alloc":
                 try:
-                    live[step["id"]] = allocator.malloc(step["size"], step.get("stream", 0))
+                    block = allocator.malloc(step["size"], step.get("stream", 0))
+                    live[step["id"]] = block
                 except OutOfMemoryError:
                     outcome = "oom"
                 if step.get("result", "ok") != outcome:
                     mismatches.append(
                         Mismatch(name, index, op, "result", step.get("result", "ok"), outcome)
+                    )
+                elif (
+                    outcome == "ok"
+                    and "ptr" in step
+                    and scripted(allocator)
+                    and block.address != step["ptr"]
+                ):
+                    mismatches.append(
+                        Mismatch(name, index, op, "ptr", hex(step["ptr"]), hex(block.address))
                     )
             elif op == "free":
                 block = live.pop(step["id"], None)

@@ -18,7 +18,7 @@ MODULES = [
     "copy", "factories", "elementwise", "division", "elementwise_unary", "elementwise_binary",
     "comparison", "activation", "printing",
     "views", "slicing", "views_inplace", "views_properties",
-    "shape", "indexing", "gather_scatter", "reduction", "linalg", "random", "interop",
+    "shape", "indexing", "gather_scatter", "reduction", "linalg", "sorting", "random", "interop",
 ]
 
 loaded: list = []

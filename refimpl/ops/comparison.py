@@ -1,0 +1,231 @@
+"""Comparisons, predicates, logical and bitwise ops (spec: TENSOR-350 and following).
+
+Comparisons compute in the common dtype of their operands and return bool (a
+Python scalar operand is cast to that dtype first, so ``uint8_tensor < -1`` compares
+with 255, as in torch). Logical ops test ``!= 0`` on any dtype; bitwise ops and
+shifts work on bool and integer dtypes (a shift by a negative amount or by the
+width of the type or more gives 0, or the sign fill for right shifts of signed
+types). None of these ops is differentiable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import defop
+from refimpl.ops.elementwise import (
+    ALL,
+    BOOL,
+    INTEGRAL,
+    REAL,
+    Binary,
+    Unary,
+    alias,
+    float_dtype,
+    inplace,
+)
+
+
+def _compare(name: str, fn, allow=ALL):
+    impl = Binary(fn, result="bool", allow=allow, kernel=f"{name}_cpu")
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+    return op, inplace(op)
+
+
+eq, eq_ = _compare("eq", np.equal)
+ne, ne_ = _compare("ne", np.not_equal)
+lt, lt_ = _compare("lt", np.less, REAL)
+le, le_ = _compare("le", np.less_equal, REAL)
+gt, gt_ = _compare("gt", np.greater, REAL)
+ge, ge_ = _compare("ge", np.greater_equal, REAL)
+not_equal, not_equal_ = alias(ne, "not_equal"), alias(ne_, "not_equal_")
+less, less_ = alias(lt, "less"), alias(lt_, "less_")
+less_equal, less_equal_ = alias(le, "less_equal"), alias(le_, "less_equal_")
+greater, greater_ = alias(gt, "greater"), alias(gt_, "greater_")
+greater_equal, greater_equal_ = alias(ge, "greater_equal"), alias(ge_, "greater_equal_")
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """True when both tensors have the same shape and equal elements (NaN != NaN)."""
+    if input.shape != other.shape:
+        return False
+    return bool(np.all(eq(input, other)._np))
+
+
+# -- predicates --------------------------------------------------------------------------------
+
+
+def _predicate(name: str, fn, *, real_only: str | None = None):
+    def check(x, **_):
+        if real_only and x.dtype.category == 3:
+            raise RuntimeError(real_only)
+
+    impl = Unary(fn, result="bool", check=check if real_only else None)
+    return defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+
+
+def _exactly(value: bool):
+    def fn(x):
+        return np.full(x.shape, value)
+
+    return fn
+
+
+def _floating(fn, otherwise: bool):
+    def apply(x):
+        return fn(x) if x.dtype.kind in "fc" else np.full(x.shape, otherwise)
+
+    return apply
+
+
+isnan = _predicate("isnan", _floating(np.isnan, False))
+isinf = _predicate("isinf", _floating(np.isinf, False))
+isfinite = _predicate("isfinite", _floating(np.isfinite, True))
+isposinf = _predicate("isposinf", _floating(np.isposinf, False),
+                      real_only="isposinf does not support complex inputs.")
+isneginf = _predicate("isneginf", _floating(np.isneginf, False),
+                      real_only="isneginf does not support complex inputs.")
+isreal = _predicate("isreal", lambda x: x.imag == 0 if x.dtype.kind == "c"
+                    else np.full(x.shape, True))
+
+
+def _check_tol(input: Tensor, other: Tensor, rtol: float, atol: float, equal_nan: bool):
+    if not isinstance(other, Tensor):
+        raise TypeError(
+            f"isclose(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"{D.type_name(input.dtype)} did not match {D.type_name(other.dtype)}")
+    if input.dtype.category == 3 and equal_nan:
+        raise RuntimeError(
+            "isclose with equal_nan=True is not supported for complex inputs.")
+    if rtol < 0:
+        raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol:g}")
+    if atol < 0:
+        raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol:g}")
+
+
+def _isclose_cpu(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> np.ndarray:
+    _check_tol(input, other, rtol, atol, equal_nan)
+    a, b = np.broadcast_arrays(input._np, other._np)
+    close = a == b
+    if a.dtype.kind in "fc" or input.dtype in (D.float16, D.bfloat16):
+        if equal_nan:
+            close |= np.isnan(a) & np.isnan(b)
+        work = np.float32 if input.dtype in (D.float16, D.bfloat16) else a.dtype
+    else:
+        work = float_dtype(input.dtype).np
+    with np.errstate(all="ignore"):
+        if a.dtype.kind in "iu":
+            actual = np.abs(a - b).astype(work)
+        else:
+            actual = np.abs(a.astype(work) - b.astype(work))
+        allowed = atol + np.abs(rtol * b.astype(work))
+        close |= np.isfinite(actual) & (actual <= allowed)
+    return np.ascontiguousarray(close)
+
+
+def _isclose_meta(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from refimpl.ops.elementwise import binary_meta
+
+    _check_tol(input, other, rtol, atol, equal_nan)
+    spec = binary_meta(input, other)
+    return spec._replace(dtype=D.bool_)
+
+
+isclose = defop("isclose", meta=_isclose_meta, cpu=_isclose_cpu, differentiable=False)
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """``isclose(...).all()`` as a Python bool: ``|input - other| <= atol + rtol * |other|``."""
+    return bool(np.all(isclose(input, other, rtol, atol, equal_nan)._np))
+
+
+# -- logical ------------------------------------------------------------------------------------
+
+
+def _tensor_other(name: str):
+    def pre(a, b, **_) -> None:
+        if not isinstance(b, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'other' (position 2) must be Tensor, not {type(b).__name__}")
+
+    return pre
+
+
+def _logical(name: str, fn):
+    impl = Binary(lambda x, y: fn(x != 0, y != 0), result="bool", pre=_tensor_other(name))
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+    return op, inplace(op)
+
+
+logical_and, logical_and_ = _logical("logical_and", np.logical_and)
+logical_or, logical_or_ = _logical("logical_or", np.logical_or)
+logical_xor, logical_xor_ = _logical("logical_xor", np.logical_xor)
+_not_impl = Unary(lambda x: x == 0, result="bool")
+logical_not = defop("logical_not", meta=_not_impl.meta, cpu=_not_impl.cpu,
+                    differentiable=False)
+logical_not_ = inplace(logical_not)
+
+# -- bitwise ------------------------------------------------------------------------------------
+
+_BITS = BOOL | INTEGRAL
+
+
+def _bitwise(name: str, fn, kernel: str):
+    impl = Binary(fn, allow=_BITS, kernel=kernel)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+    return op, inplace(op)
+
+
+bitwise_and, bitwise_and_ = _bitwise("bitwise_and", np.bitwise_and, "bitwise_and_cpu")
+bitwise_or, bitwise_or_ = _bitwise("bitwise_or", np.bitwise_or, "bitwise_or_cpu")
+bitwise_xor, bitwise_xor_ = _bitwise("bitwise_xor", np.bitwise_xor, "bitwise_xor_cpu")
+_bnot_impl = Unary(np.invert, result="same", allow=_BITS, kernel="bitwise_not_cpu")
+bitwise_not = defop("bitwise_not", meta=_bnot_impl.meta, cpu=_bnot_impl.cpu,
+                    differentiable=False)
+bitwise_not_ = inplace(bitwise_not)
+
+
+def _shift_amount(x, y):
+    bits = x.dtype.itemsize * 8
+    y = np.broadcast_to(y, np.broadcast_shapes(x.shape, y.shape))
+    signed_y = y.astype(np.int64) if y.dtype.kind == "u" else y
+    if y.dtype.kind == "u" and y.dtype.itemsize == x.dtype.itemsize:
+        signed_y = y.view(x.dtype.str.replace("u", "i"))
+    return bits, signed_y
+
+
+def _lshift(x, y):
+    bits, s = _shift_amount(x, y)
+    bad = (s < 0) | (s >= bits)
+    return np.where(bad, np.zeros((), x.dtype), np.left_shift(x, np.where(bad, 0, s).astype(
+        x.dtype)))
+
+
+def _rshift(x, y):
+    bits, s = _shift_amount(x, y)
+    limit = bits - 1 if x.dtype.kind == "i" else bits
+    bad = (s < 0) | (s >= limit)
+    shifted = np.right_shift(x, np.where(bad, 0, s).astype(x.dtype))
+    fill = np.right_shift(x, limit) if x.dtype.kind == "i" else np.zeros((), x.dtype)
+    return np.where(bad, fill, shifted)
+
+
+bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", _lshift, "lshift_cpu")
+bitwise_right_shift, bitwise_right_shift_ = _bitwise("bitwise_right_shift", _rshift,
+                                                     "rshift_cpu")
+
+__all__ = [
+    "allclose", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "eq", "equal", "ge", "greater", "greater_equal", "gt",
+    "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "isreal", "le", "less",
+    "less_equal", "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "ne",
+    "not_equal",
+]
+TENSOR_METHODS = (
+    "equal", "allclose", "not_equal", "not_equal_", "less", "less_", "less_equal",
+    "less_equal_", "greater", "greater_", "greater_equal", "greater_equal_",
+)

@@ -1,0 +1,533 @@
+"""Sorting and order statistics (spec TENSOR-340 and following): sort, argsort, msort,
+topk, kthvalue, median, nanmedian, mode, unique, unique_consecutive, searchsorted,
+bucketize, histc.
+
+Sorts are stable in both directions, NaN ranking above every number (last ascending,
+first descending). Where torch's CPU kernels leave the order of ties unspecified
+(``topk``, ``kthvalue``, ``mode`` on long slices) refimpl takes the stable order: the
+values always agree with torch, the indices among equal values may not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor, wrap_dim
+from refimpl.ops._helpers import np_result, to_np
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.reduction import (
+    bad_args,
+    check_nonempty,
+    not_implemented,
+    reduce_dims,
+    reduced_shape,
+    return_types,
+    select_backward,
+    select_jvp,
+    structseq,
+    tie_mask,
+)
+
+for _name in ("sort", "topk", "kthvalue", "median", "nanmedian", "mode"):
+    structseq(_name)
+
+
+def stable_argsort(arr: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
+    """Stable argsort along ``axis``; descending keeps equal values in index order."""
+    if not descending:
+        return np.argsort(arr, axis=axis, kind="stable")
+    order = np.flip(np.argsort(np.flip(arr, axis), axis=axis, kind="stable"), axis)
+    return arr.shape[axis] - 1 - order
+
+
+def _values_indices_meta(shape, x: Tensor) -> tuple:
+    return TensorSpec(shape, x.dtype, x.device), TensorSpec(shape, D.int64, x.device)
+
+
+def _pick_along(arr: np.ndarray, order: np.ndarray, d: int) -> np.ndarray:
+    return np.take_along_axis(arr, order, d)
+
+
+def _as_nd(x: Tensor) -> np.ndarray:
+    return to_np(x, x.dtype).reshape(x._shape or (1,))
+
+
+def _selected_backward(dim_of, keepdim_of=lambda ctx: True):
+    """Backward of an op whose output 1 holds the picked indices of output 0."""
+    def backward(ctx, grad, *_):
+        x = ctx.args[0]
+        return (select_backward(grad, x, dim_of(ctx), ctx.outputs[1], keepdim_of(ctx)),)
+    return backward
+
+
+def _selected_jvp(dim_of, keepdim_of=lambda ctx: True):
+    def jvp(ctx, tangent, *_):
+        return select_jvp(tangent, ctx.args[0], dim_of(ctx), ctx.outputs[1], keepdim_of(ctx))
+    return jvp
+
+
+def _arg(ctx, pos: int, name: str, default):
+    return ctx.args[pos] if len(ctx.args) > pos else ctx.kwargs.get(name, default)
+
+
+# -- sort, argsort, msort ----------------------------------------------------------------
+
+def _sort_cpu(input, dim=-1, descending=False, *, stable=False) -> tuple:
+    d = wrap_dim(dim, input.dim())
+    if input.dtype.is_complex:
+        raise RuntimeError(" Sort does not support complex dtypes on CPU")
+    arr = _as_nd(input)
+    order = stable_argsort(arr, d, bool(descending))
+    return (np_result(_pick_along(arr, order, d).reshape(input._shape), input.dtype),
+            order.reshape(input._shape))
+
+
+def _sort_meta(input, dim=-1, descending=False, *, stable=False) -> tuple:
+    wrap_dim(dim, input.dim())
+    return _values_indices_meta(input._shape, input)
+
+
+_sort = defop("sort", meta=_sort_meta, cpu=_sort_cpu,
+              backward=_selected_backward(lambda ctx: _arg(ctx, 1, "dim", -1)),
+              jvp=_selected_jvp(lambda ctx: _arg(ctx, 1, "dim", -1)), diff_outputs=(0,),
+              saves=("inputs", "outputs"), extra={"method": False})
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False,
+         out=None):
+    """``(values, indices)`` sorted along ``dim``; always stable (TENSOR-340)."""
+    kwargs = {} if out is None else {"out": out}
+    return return_types.sort(*_sort(input, dim, descending, stable=stable, **kwargs))
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, *,
+            stable: bool = False) -> Tensor:
+    """The indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
+    return _sort(input, dim, descending, stable=stable)[1]
+
+
+def msort(input: Tensor) -> Tensor:
+    """``input`` sorted along its first dim."""
+    return _sort(input, 0)[0]
+
+
+# -- topk, kthvalue --------------------------------------------------------------------
+
+def _topk_check(input, k, dim) -> int:
+    d = wrap_dim(dim, input.dim())
+    size = input._shape[d] if input.dim() else 1
+    if k < 0 or k > size:
+        raise RuntimeError("selected index k out of range")
+    return d
+
+
+def _topk_meta(input, k, dim=-1, largest=True, sorted=True) -> tuple:
+    d = _topk_check(input, k, dim)
+    shape = tuple(k if i == d else s for i, s in enumerate(input._shape))
+    return _values_indices_meta(shape, input)
+
+
+def _topk_cpu(input, k, dim=-1, largest=True, sorted=True) -> tuple:
+    d = _topk_check(input, k, dim)
+    if input.dtype.is_complex:
+        raise RuntimeError(" topk does not support complex dtypes on CPU")
+    if input.dtype is D.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    arr = _as_nd(input)
+    order = np.take(stable_argsort(arr, d, bool(largest)), np.arange(k), axis=d)
+    values = _pick_along(arr, order, d)
+    if not input.dim():
+        values, order = values.reshape(()), order.reshape(())
+    return np_result(values, input.dtype), order
+
+
+_topk = defop("topk", meta=_topk_meta, cpu=_topk_cpu,
+              backward=_selected_backward(lambda ctx: _arg(ctx, 2, "dim", -1)),
+              jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1)), diff_outputs=(0,),
+              saves=("inputs", "outputs"), extra={"method": False})
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,
+         *, out=None):
+    """The ``k`` largest (or smallest) elements along ``dim`` as ``(values, indices)``,
+    always in sorted order (TENSOR-342)."""
+    kwargs = {} if out is None else {"out": out}
+    return return_types.topk(*_topk(input, k, dim, largest, sorted, **kwargs))
+
+
+def _kth_meta(input, k, dim=-1, keepdim=False) -> tuple:
+    axes = reduce_dims(input, dim)
+    return _values_indices_meta(reduced_shape(input._shape, axes, keepdim), input)
+
+
+def _kth_cpu(input, k, dim=-1, keepdim=False) -> tuple:
+    d = wrap_dim(dim, input.dim())
+    size = input._shape[d] if input.dim() else 1
+    if not 1 <= k <= size:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if input.dtype is D.bool_ or input.dtype.is_complex:
+        raise not_implemented("kthvalue_cpu", input)
+    arr = _as_nd(input)
+    idx = np.take(stable_argsort(arr, d), [k - 1], axis=d)
+    return _finish_selection(input, arr, idx, d, keepdim)
+
+
+def _finish_selection(input: Tensor, arr: np.ndarray, idx: np.ndarray, d: int,
+                      keepdim: bool) -> tuple:
+    """(values, indices) of one picked element per slice along ``d`` (kept as size 1)."""
+    values = _pick_along(arr, idx, d)
+    if not input.dim():
+        values, idx = values.reshape(()), idx.reshape(())
+    elif not keepdim:
+        values, idx = values.squeeze(d), idx.squeeze(d)
+    return np_result(values, input.dtype), np_result(idx, D.int64)
+
+
+_kthvalue = defop("kthvalue", meta=_kth_meta, cpu=_kth_cpu,
+                  backward=_selected_backward(lambda ctx: _arg(ctx, 2, "dim", -1),
+                                              lambda ctx: _arg(ctx, 3, "keepdim", False)),
+                  jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1),
+                                    lambda ctx: _arg(ctx, 3, "keepdim", False)),
+                  diff_outputs=(0,), saves=("inputs", "outputs"), extra={"method": False})
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, *, out=None):
+    """The ``k``-th smallest element along ``dim`` (1-based) and its index (TENSOR-343)."""
+    kwargs = {} if out is None else {"out": out}
+    return return_types.kthvalue(*_kthvalue(input, k, dim, keepdim, **kwargs))
+
+
+# -- median, nanmedian, mode -----------------------------------------------------------
+
+def _median_positions(arr: np.ndarray, d: int, ignore_nan: bool) -> np.ndarray:
+    """Which sorted position holds the (lower) median of each slice: a NaN's, when the
+    slice has one and NaNs count (it sorts first among them)."""
+    n = arr.shape[d]
+    valid = np.sum(~np.isnan(arr), axis=d, keepdims=True) if arr.dtype.kind == "f" else \
+        np.full([1 if i == d else s for i, s in enumerate(arr.shape)], n)
+    if ignore_nan:
+        return np.maximum(valid - 1, 0) // 2
+    return np.where(valid < n, valid, (n - 1) // 2)
+
+
+def _median_check(name: str, input: Tensor) -> None:
+    if input.dtype is D.bool_ or input.dtype.is_complex:
+        raise not_implemented("median_cpu", input)
+
+
+def _median_full_cpu(ignore_nan: bool):
+    def kernel(input) -> np.ndarray:
+        _median_check("median", input)
+        arr = to_np(input, input.dtype).reshape(-1)
+        if arr.size == 0:
+            with np.errstate(all="ignore"):
+                return np.array(np.nan).astype(input.dtype.np)
+        pos = _median_positions(arr, 0, ignore_nan)
+        return np_result(np.sort(arr)[pos[0]], input.dtype)
+    return kernel
+
+
+def _median_dim_cpu(name: str, ignore_nan: bool):
+    def kernel(input, dim, keepdim=False) -> tuple:
+        axes = reduce_dims(input, dim)
+        _median_check(name, input)
+        check_nonempty(name, input, axes, False)
+        d = axes[0] if axes else 0
+        arr = _as_nd(input)
+        order = stable_argsort(arr, d)
+        idx = _pick_along(order, _median_positions(arr, d, ignore_nan), d)
+        return _finish_selection(input, arr, idx, d, keepdim)
+    return kernel
+
+
+def _evenly_backward(ctx, grad):
+    x, value = ctx.args[0], ctx.outputs[0]
+    mask = tie_mask(x, value, nan_ties=True)
+    return (mask * (grad / mask.sum()),)
+
+
+def _evenly_jvp(ctx, tangent):
+    mask = tie_mask(ctx.args[0], ctx.outputs[0], nan_ties=True)
+    return (tangent * mask).sum() / mask.sum()
+
+
+def _dim_of(ctx):
+    return _arg(ctx, 1, "dim", -1)
+
+
+def _keepdim_of(ctx):
+    return _arg(ctx, 2, "keepdim", False)
+
+
+def _declare_median(name: str, ignore_nan: bool):
+    full = defop(name, meta=lambda input: TensorSpec((), input.dtype, input.device),
+                 cpu=_median_full_cpu(ignore_nan), backward=_evenly_backward, jvp=_evenly_jvp,
+                 saves=("inputs", "outputs"), extra={"method": False})
+    with_dim = defop(f"{name}.dim", meta=_kth_meta_dim, cpu=_median_dim_cpu(name, ignore_nan),
+                     backward=_selected_backward(_dim_of, _keepdim_of),
+                     jvp=_selected_jvp(_dim_of, _keepdim_of), diff_outputs=(0,),
+                     node=f"{name.title()}Backward1", saves=("inputs", "outputs"),
+                     extra={"method": False})
+
+    def public(input: Tensor, *args, **kwargs):
+        if not args and "dim" not in kwargs:
+            if "keepdim" in kwargs:
+                raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
+            return full(input, **kwargs)
+        dim = args[0] if args else kwargs["dim"]
+        if not isinstance(dim, int):
+            raise bad_args(name, type(dim).__name__)
+        return getattr(return_types, name)(*with_dim(input, *args, **kwargs))
+
+    public.__name__ = public.__qualname__ = name
+    return public
+
+
+def _kth_meta_dim(input, dim, keepdim=False) -> tuple:
+    return _kth_meta(input, 1, dim, keepdim)
+
+
+median = _declare_median("median", False)
+median.__doc__ = """``median(input)``: the lower median of all elements (NaN if any is
+NaN); ``median(input, dim, keepdim=False)``: ``(values, indices)`` (TENSOR-345)."""
+nanmedian = _declare_median("nanmedian", True)
+nanmedian.__doc__ = """``median`` ignoring NaNs (NaN only where every element is)."""
+
+
+def _mode_cpu(input, dim=-1, keepdim=False) -> tuple:
+    axes = reduce_dims(input, dim)
+    if input.dtype.is_complex:
+        raise not_implemented("mode_cpu", input)
+    check_nonempty("mode", input, axes, False)
+    d = axes[0] if axes else 0
+    arr = _as_nd(input)
+    rows = np.moveaxis(arr, d, -1).reshape(-1, arr.shape[d])
+    picks = np.empty(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        order = np.argsort(row, kind="stable")
+        s = row[order]
+        starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+        counts = np.diff(np.append(starts, len(s)))
+        best = int(np.argmax(counts))
+        picks[r] = order[starts[best] + counts[best] - 1]
+    idx = np.moveaxis(picks.reshape(*np.moveaxis(arr, d, -1).shape[:-1], 1), -1, d)
+    return _finish_selection(input, arr, idx, d, keepdim)
+
+
+_mode = defop("mode", meta=lambda input, dim=-1, keepdim=False: _kth_meta(input, 1, dim, keepdim),
+              cpu=_mode_cpu, backward=_selected_backward(_dim_of, _keepdim_of),
+              jvp=_selected_jvp(_dim_of, _keepdim_of), diff_outputs=(0,),
+              saves=("inputs", "outputs"), extra={"method": False})
+
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False, *, out=None):
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones)
+    and an index where it occurs (TENSOR-346)."""
+    kwargs = {} if out is None else {"out": out}
+    return return_types.mode(*_mode(input, dim, keepdim, **kwargs))
+
+
+# -- unique, unique_consecutive ----------------------------------------------------------
+
+def _no_meta(name: str):
+    def meta(*args, **kwargs):
+        raise NotImplementedError(f"{name}: the output shape depends on the data, so there is "
+                                  "no meta function")
+    return meta
+
+
+def _group_starts(arr: np.ndarray, axis: int | None) -> np.ndarray:
+    """Positions where a new run of equal elements (or slices along ``axis``) begins;
+    NaNs never equal each other."""
+    if axis is None:
+        differs = arr[1:] != arr[:-1]
+    else:
+        moved = np.moveaxis(arr, axis, 0).reshape(arr.shape[axis], -1)
+        differs = np.any(moved[1:] != moved[:-1], axis=1)
+    return np.flatnonzero(np.concatenate(([True], differs))) if len(differs) + 1 else \
+        np.zeros(0, np.int64)
+
+
+def _runs(arr: np.ndarray, axis: int | None) -> tuple:
+    """(first index of each run, inverse run id of each element, run lengths)."""
+    n = arr.shape[0 if axis is None else axis]
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = _group_starts(arr, axis)
+    inverse = np.cumsum(np.isin(np.arange(n), starts)) - 1
+    counts = np.diff(np.append(starts, n))
+    return starts, inverse.astype(np.int64), counts.astype(np.int64)
+
+
+def _unique_cpu(consecutive: bool):
+    def kernel(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        if input.dtype.is_complex:
+            raise not_implemented("unique", input)
+        arr = to_np(input, input.dtype)
+        if dim is None:
+            flat = arr.reshape(-1)
+            order = np.arange(flat.size) if consecutive else np.argsort(flat, kind="stable")
+            starts, inv_sorted, counts = _runs(flat[order], None)
+            values = flat[order][starts]
+            inverse = np.empty(flat.size, np.int64)
+            inverse[order] = inv_sorted
+            inverse = inverse.reshape(input._shape)
+        else:
+            d = wrap_dim(dim, input.dim())
+            moved = np.moveaxis(arr, d, 0)
+            keys = moved.reshape(moved.shape[0], -1)
+            order = np.arange(keys.shape[0]) if consecutive else \
+                np.lexsort(keys.T[::-1]) if keys.shape[1] else np.arange(keys.shape[0])
+            starts, inv_sorted, counts = _runs(keys[order], 0)
+            values = np.moveaxis(moved[order][starts], 0, d)
+            inverse = np.empty(keys.shape[0], np.int64)
+            inverse[order] = inv_sorted
+        return np_result(values, input.dtype), inverse, counts
+    return kernel
+
+
+def _no_derivative(name: str):
+    def backward(ctx, *grads):
+        raise NotImplementedError(f"the derivative for '{name}' is not implemented.")
+    return backward
+
+
+_unique2 = defop("_unique2", meta=_no_meta("unique"), cpu=_unique_cpu(False),
+                 backward=_no_derivative("_unique2"), diff_outputs=(0,),
+                 node="Unique2Backward0", extra={"method": False})
+_unique_consecutive = defop(
+    "unique_consecutive", meta=_no_meta("unique_consecutive"), cpu=_unique_cpu(True),
+    backward=_no_derivative("unique_consecutive"), diff_outputs=(0,), extra={"method": False})
+
+
+def _unique_result(result: tuple, return_inverse: bool, return_counts: bool):
+    values, inverse, counts = result
+    if not (return_inverse or return_counts):
+        return values
+    return (values, *((inverse,) if return_inverse else ()),
+            *((counts,) if return_counts else ()))
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim: int | None = None):
+    """The distinct elements (or slices along ``dim``) in ascending order, optionally with
+    the inverse mapping and the counts; NaNs are all distinct (TENSOR-350)."""
+    r = _unique2(input, sorted, return_inverse, return_counts, dim)
+    return _unique_result(r, return_inverse, return_counts)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False,
+                       return_counts: bool = False, dim: int | None = None):
+    """Collapse runs of equal consecutive elements (or slices along ``dim``) (TENSOR-351)."""
+    r = _unique_consecutive(input, True, return_inverse, return_counts, dim)
+    return _unique_result(r, return_inverse, return_counts)
+
+
+# -- searchsorted, bucketize, histc ------------------------------------------------------
+
+def _binary_search(bd: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
+    """Insertion points of ``values`` (..., m) into the rows of ``bd`` (..., n), with
+    torch's comparisons: a NaN boundary or value never compares as in order."""
+    lo = np.zeros(values.shape, np.int64)
+    hi = np.full(values.shape, bd.shape[-1], np.int64)
+    with np.errstate(invalid="ignore"):
+        while np.any(lo < hi):
+            active = lo < hi
+            mid = (lo + hi) // 2
+            probe = np.take_along_axis(bd, np.minimum(mid, bd.shape[-1] - 1), -1)
+            go_right = ~(probe > values) if right else ~(probe >= values)
+            lo = np.where(active & go_right, mid + 1, lo)
+            hi = np.where(active & ~go_right, mid, hi)
+    return lo
+
+
+def _searchsorted_cpu(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                      sorter=None) -> np.ndarray:
+    seq = sorted_sequence
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError("torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to "
+                               "opposites, got side of left while right was True")
+        right = side == "right"
+    if seq.dim() == 0:
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive "
+                           "dimension, but got 0 dimension")
+    vals = input if isinstance(input, Tensor) else None
+    vshape = vals._shape if vals is not None else ()
+    if seq.dim() > 1 and (vals is None or seq._shape[:-1] != vshape[:-1]):
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+            "dimensions of boundaries tensor and input value tensor must match, but we got "
+            f"boundaries tensor {list(seq._shape)} and input value tensor {list(vshape)}")
+    for t in (seq, vals):
+        if t is not None and (t.dtype is D.bool_ or t.dtype.is_complex):
+            raise not_implemented("searchsorted_out_cpu", t)
+    bd = seq._np
+    if sorter is not None:
+        if sorter._shape != seq._shape:
+            raise RuntimeError(
+                "torch.searchsorted(): boundary and sorter must have the same size, but got "
+                f"boundary tensor {list(seq._shape)}and got sorter tensor {list(sorter._shape)}")
+        bd = np.take_along_axis(bd, sorter._np, -1)
+    v = vals._np if vals is not None else np.asarray(input)
+    common = np.result_type(bd.dtype, v.dtype) if bd.dtype.kind != "V" else np.float32
+    bd, v = bd.astype(common), v.astype(common)
+    if seq.dim() == 1:
+        flat = v.reshape(1, -1)
+        r = _binary_search(bd.reshape(1, -1), flat, right).reshape(v.shape)
+    else:
+        r = _binary_search(bd, v, right)
+    return r.astype(np.int32 if out_int32 else np.int64)
+
+
+def _searchsorted_meta(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                       sorter=None) -> TensorSpec:
+    shape = input._shape if isinstance(input, Tensor) else ()
+    return TensorSpec(shape, D.int32 if out_int32 else D.int64, sorted_sequence.device)
+
+
+searchsorted = defop("searchsorted", meta=_searchsorted_meta, cpu=_searchsorted_cpu,
+                     differentiable=False, extra={"method": False})
+
+
+def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool = False,
+              out=None) -> Tensor:
+    """For each element, the index of the bucket of 1-D ``boundaries`` it falls in
+    (``searchsorted`` with the arguments swapped) (TENSOR-353)."""
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+    kwargs = {"out_int32": out_int32, "right": right}
+    if out is not None:
+        kwargs["out"] = out
+    return searchsorted(boundaries, input, **kwargs)
+
+
+def _histc_cpu(input, bins=100, min=0, max=0) -> np.ndarray:
+    if not input.dtype.is_floating_point:
+        raise not_implemented("histogram_cpu", input)
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if max < min:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    arr = to_np(input, input.dtype).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and arr.size:
+        lo, hi = float(arr.min()), float(arr.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    keep = arr[(arr >= lo) & (arr <= hi)].astype(np.float64)
+    pos = np.minimum(((keep - lo) * bins / (hi - lo)).astype(np.int64), bins - 1)
+    return np_result(np.bincount(pos, minlength=bins).astype(np.float64), input.dtype)
+
+
+histc = defop("histc", meta=lambda input, bins=100, min=0, max=0: TensorSpec(
+    (bins,), input.dtype, input.device), cpu=_histc_cpu, differentiable=False)
+
+__all__ = ["argsort", "bucketize", "histc", "kthvalue", "median", "mode", "msort", "nanmedian",
+           "searchsorted", "sort", "topk", "unique", "unique_consecutive"]
+TENSOR_METHODS = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode",
+                  "unique", "unique_consecutive", "histc")
