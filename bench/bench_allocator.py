@@ -46,8 +46,12 @@ def timed(fn: Callable[[], None], loops: int, repeats: int) -> dict[str, float]:
         for _ in range(loops):
             fn()
         samples.append((time.perf_counter_ns() - start) / loops / 1000)
-    return {"median_us": statistics.median(samples), "min_us": min(samples),
-            "loops": loops, "repeats": repeats}
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "loops": loops,
+        "repeats": repeats,
+    }
 
 
 def cpu_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
@@ -60,6 +64,7 @@ def cpu_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
     def pair(size: int) -> Callable[[], None]:
         def run() -> None:
             allocator.free(allocator.malloc(size, 0))
+
         return run
 
     rng = random.Random(0)
@@ -148,7 +153,10 @@ def machine() -> dict[str, Any]:
     """Where the numbers come from."""
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
             cwd=Path(__file__).resolve().parents[1],
         ).stdout.strip()
     except OSError:

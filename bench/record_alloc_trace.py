@@ -209,8 +209,9 @@ def record(target: Any, seed: int, steps: int) -> dict[str, Any]:
                 if budget is not None and sum(s for s, _ in live.values()) + size > budget:
                     victim = rng.choice(sorted(live))
                     target.free(live.pop(victim)[1])
-                    run_steps.append({"op": "free", "id": victim,
-                                      "figures": _figures(target, keys)})
+                    run_steps.append(
+                        {"op": "free", "id": victim, "figures": _figures(target, keys)}
+                    )
                 stream = rng.randrange(2)
                 step = {"op": "alloc", "id": next_id, "size": size, "stream": stream}
                 try:
@@ -231,14 +232,16 @@ def record(target: Any, seed: int, steps: int) -> dict[str, Any]:
         for _, ptr in live.values():
             target.free(ptr)
         target.empty_cache()
-        runs.append({
-            "name": name,
-            "alloc_conf": conf,
-            "memory_fraction": fraction,
-            "baseline": baseline,
-            "segment_allocs": segment_allocs,
-            "steps": run_steps,
-        })
+        runs.append(
+            {
+                "name": name,
+                "alloc_conf": conf,
+                "memory_fraction": fraction,
+                "baseline": baseline,
+                "segment_allocs": segment_allocs,
+                "steps": run_steps,
+            }
+        )
     target.settings("")
     return {
         "format": FORMAT,

@@ -132,9 +132,9 @@ def _write_html(path: str, snapshot: dict[str, Any], summary: dict[str, Any], ti
 
 
 @memstats.command("show", epilog=_FRAGMENTATION_HELP)
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+@click.option("--html", "html_path", type=click.Path(),
               help="Write a self-contained page with the segment map and the timeline.")
 def show(file: str, as_json: bool, html_path: str | None) -> None:
     """Summarise the snapshot pickle FILE (torch's or refimpl's _dump_snapshot)."""
@@ -186,7 +186,7 @@ def _replay_step_trace(file: str, data: dict[str, Any]) -> None:
 
 
 @memstats.command("replay", epilog=_FRAGMENTATION_HELP)
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--capacity", help="Simulated device size (e.g. 80GiB); unbounded by default.")
 @click.option("--max-split-size-mb", type=int, help="Allocator setting max_split_size_mb.")
 @click.option("--roundup-power2-divisions", type=int,
@@ -301,9 +301,9 @@ def replay(
               help="Use a simulated device (no GPU): only the allocator APIs work.")
 @click.option("--capacity", default="80GiB", show_default=True,
               help="Size of the simulated device.")
-@click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False),
+@click.option("--snapshot", "snapshot_path", type=click.Path(),
               help="Also write the final snapshot pickle here.")
-@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script", type=click.Path())
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(
     simulate: bool, capacity: str, snapshot_path: str | None, script: str, args: tuple[str, ...]

@@ -18,6 +18,7 @@ import contextlib
 import io
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -31,8 +32,16 @@ from typing import Any
 from conformance.execute import run_case
 from conformance.golden import GOLDEN_DIR, GoldenStore
 from conformance.model import ERROR, FAILED, SKIPPED, Case, Result
+from conformance.preload import PRELOAD_ENV
 from conformance.report import is_bad
-from conformance.targets import TargetImportError, TargetInfo, load_target, target_missing
+from conformance.targets import (
+    ADAPTERS,
+    Adapter,
+    TargetImportError,
+    TargetInfo,
+    load_target,
+    target_missing,
+)
 
 #: Seconds a worker may overrun a case's timeout before the parent kills it.
 KILL_GRACE = 10.0
@@ -158,15 +167,26 @@ def _worker_main(
 # -- the parent side ----------------------------------------------------------------
 
 
-def _mp_context() -> Any:
+def _mp_context(target: str) -> Any:
     methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        # The fork server imports the engine (numpy, yaml) once; never the target,
-        # whose import may start threads or touch a GPU.
-        context.set_forkserver_preload(["conformance.runner"])
-        return context
-    return multiprocessing.get_context("spawn")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # The fork server imports the engine (numpy, yaml) once, and the target too when
+    # its adapter says that forking after its import is safe; workers fork from it.
+    # The server starts once per process, so the first run's target is the one kept.
+    context.set_forkserver_preload(["conformance.runner", "conformance.preload"])
+    previous = os.environ.get(PRELOAD_ENV)
+    if ADAPTERS.get(target, Adapter).preload:
+        os.environ[PRELOAD_ENV] = target
+    try:
+        multiprocessing.forkserver.ensure_running()  # reads the environment once
+    finally:
+        if previous is None:
+            os.environ.pop(PRELOAD_ENV, None)
+        else:
+            os.environ[PRELOAD_ENV] = previous
+    return context
 
 
 @dataclass
@@ -197,7 +217,7 @@ class _Pool:
         self.queue: deque[int] = deque(range(len(cases)))
         self.results: list[Result | None] = [None] * len(cases)
         self.workers: list[_Worker] = []
-        self.context = _mp_context()
+        self.context = _mp_context(options.target)
         self.info: TargetInfo | None = None
         self.stopped = False
         self.started_at = time.perf_counter()
@@ -211,8 +231,12 @@ class _Pool:
             args=(child_conn, self.options.target, golden, self.options.record, list(sys.path)),
             daemon=True,
         )
-        process.start()
-        child_conn.close()
+        try:
+            process.start()
+        except (OSError, EOFError) as exc:
+            raise TargetUnavailable(f"cannot start a worker process: {exc}") from None
+        finally:
+            child_conn.close()
         self.workers.append(_Worker(process, parent_conn, since=time.monotonic()))
 
     def _timeout_of(self, index: int) -> float:

@@ -23,7 +23,7 @@ SEED_MAP_DIR = Path(__file__).resolve().parent / "seed-map"
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 STATUSES = ("ported", "out-of-scope", "pending")
 SEED_MAP_KEYS = ("document", "tests")
-TEST_KEYS = ("test", "status", "cases", "reason", "note")
+TEST_KEYS = ("test", "status", "cases", "reason", "note", "area", "spec")
 
 _ID = r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*-[0-9]+"
 _BOLD_CLAUSE = re.compile(rf"^\s*(?:[-*+]\s+)?\*\*\s*({_ID})\s*[.:]?\s*\*\*\s*(.*)$")
@@ -41,6 +41,7 @@ class SeedTest:
     reason: str | None = None
     path: str = ""
     line: int = 1
+    spec: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
@@ -88,12 +89,21 @@ def _seed_test(where: Where, document: str, raw: Any, line: int) -> SeedTest:
         )
     if status == "ported" and not cases:
         raise where.error(entry.line, f"ported test {test!r} lists no cases")
+    for key in ("note", "area"):
+        if key in entry:
+            need_str(where, entry[key], entry.value_line(key), key)
+    spec: tuple[str, ...] = ()
+    if "spec" in entry:
+        items = need_list(where, entry["spec"], entry.value_line("spec"), "spec")
+        spec = tuple(
+            need_str(where, c, items.item_line(i), "clause id") for i, c in enumerate(items)
+        )
     reason = None
     if "reason" in entry:
         reason = need_str(where, entry["reason"], entry.value_line("reason"), "reason")
     if status == "out-of-scope" and reason is None:
         raise where.error(entry.line, f"out-of-scope test {test!r} gives no 'reason'")
-    return SeedTest(document, test, status, cases, reason, where.path, entry.line)
+    return SeedTest(document, test, status, cases, reason, where.path, entry.line, spec)
 
 
 def load_seed_map(directory: str | Path) -> tuple[list[SeedDocument], list[CaseFileError]]:
@@ -187,6 +197,11 @@ def coverage(
         entry["pending"] = [t.test for t in doc.tests if t.status == "pending"]
         docs_out.append(entry)
         for test in doc.tests:
+            for clause in test.spec:
+                if clauses and clause not in clauses:
+                    problems.append(
+                        f"{test.path}:{test.line}: {test.test} cites unknown clause {clause}"
+                    )
             for case_id in test.cases:
                 if case_id not in known_ids:
                     problems.append(

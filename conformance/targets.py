@@ -78,6 +78,9 @@ class Adapter:
     """Binds one imported target module to the names and helpers the engine uses."""
 
     names: ClassVar[dict[str, str]] = {}
+    #: Whether the module may be imported once in the fork server and inherited by
+    #: forked workers: its import starts no threads and touches no GPU.
+    preload: ClassVar[bool] = False
 
     def __init__(self, name: str, module: types.ModuleType) -> None:
         self.name = name
@@ -190,12 +193,14 @@ class TorchAdapter(Adapter):
     """Real torch, the oracle."""
 
     names: ClassVar[dict[str, str]] = {"fake": "torch._subclasses.fake_tensor"}
+    preload: ClassVar[bool] = True  # CUDA initialises lazily; DataLoader forks after import too
 
 
 class RefimplAdapter(Adapter):
     """tensorctl's own runtime."""
 
     names: ClassVar[dict[str, str]] = {"fake": "refimpl.fake"}
+    preload: ClassVar[bool] = True  # the CUDA driver is loaded lazily (ARCHITECTURE.md)
 
 
 ADAPTERS: dict[str, type[Adapter]] = {"torch": TorchAdapter, "refimpl": RefimplAdapter}

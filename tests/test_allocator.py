@@ -10,11 +10,13 @@ import json
 import random
 import re
 import threading
+from pathlib import Path
 
 import pytest
 
 from refimpl.cuda._allocator import AddressSpaceSource, CachingAllocator, OutOfMemoryError
 from refimpl.cuda._allocator_config import parse_allocator_settings
+from refimpl.cuda._replay import replay_step_trace
 from refimpl.cuda._snapshot import RecordContext
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -642,3 +644,43 @@ def test_double_free_and_unknown_pointer_are_errors() -> None:
         allocator.raw_delete(0x1234)
     allocator.raw_delete(0)
     assert allocator.raw_alloc(0) == 0
+
+
+# -- replay of recorded torch traces ---------------------------------------------------------
+
+_TRACES = sorted((Path(__file__).parent / "fixtures" / "trace_replay").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", _TRACES, ids=[p.stem for p in _TRACES])
+def test_recorded_traces_replay_figure_for_figure(path: Path) -> None:
+    """Seeded runs recorded by ``bench/record_alloc_trace.py`` (torch on a GPU, and a
+    refimpl self-check): every figure and every returned address after every step."""
+    trace = json.loads(path.read_text())
+    assert trace["runs"] and all(run["steps"] for run in trace["runs"])
+    mismatches = replay_step_trace(trace)
+    assert mismatches == [], "\n".join(str(m) for m in mismatches[:20])
+
+
+def test_frees_from_finalizers_during_an_operation_wait_for_it() -> None:
+    """Garbage collection may finalize a storage (and free its block) while this thread
+    is inside malloc; the free must wait for malloc to finish, not interleave with it.
+    The segment source stands in for the finalizer here: it frees during malloc."""
+    victims: list = []
+    seen_during: list[bool] = []
+
+    class FinalizingSource(AddressSpaceSource):
+        def allocate(self, nbytes: int) -> int | None:
+            if victims:
+                victim = victims.pop()
+                allocator.free(victim)
+                seen_during.append(victim.allocated)
+            return super().allocate(nbytes)
+
+    allocator = CachingAllocator(FinalizingSource(1 << 40), 0, parse_allocator_settings(""))
+    first = allocator.malloc(1000)
+    victims.append(first)
+    second = allocator.malloc(5 * MiB)  # a new segment: the source "finalizes" `first`
+    assert seen_during == [True]  # still allocated while malloc was under way
+    assert not first.allocated and second.allocated
+    allocator.check_invariants()
+    assert current(allocator, "allocation") == 1

@@ -146,4 +146,4 @@ def test_random_operations_keep_every_invariant(name: str, conf: str, fraction: 
         allocator.free(block)
     allocator.empty_cache()
     allocator.check_invariants()
-    assert allocator.stats.reserved_bytes[0][0] == 0 == source.used
+    assert allocator.stats.reserved_bytes[0] == 0 == source.used

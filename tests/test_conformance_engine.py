@@ -324,7 +324,7 @@ cases:
   - {id: r.xfail, source: research, xfail: known, program: "assert False"}
   - {id: r.xpass, source: research, xfail: {torch: only on torch}, program: "pass"}
   - {id: r.skip, source: research, requires: {targets: [refimpl]}, program: "pass"}
-  - {id: r.cuda, source: research, requires: {cuda: true}, program: "pass"}
+  - {id: r.cuda, source: research, requires: {gpus: 64}, program: "pass"}
   - {id: r.old, source: research, requires: {torch: "<2.0"}, program: "pass"}
   - {id: r.broken, source: research, program: "pass", expect: [{value: "1", equals_np: "np.nope"}]}
   - {id: r.raises, source: research, program: "t.ones(2) + t.ones(3)"}
@@ -344,7 +344,10 @@ def test_outcomes_of_run_case(tmp_path: Path, torch_target) -> None:
     }  # fmt: skip
     assert "first mismatch at index [1]: actual 1.0, expected 2" in results["r.fail"].message
     assert "runs only on targets: refimpl" in results["r.skip"].message
-    assert "needs CUDA" in results["r.cuda"].message
+    assert results["r.cuda"].message in (
+        "needs CUDA; the target sees no CUDA device",
+        f"needs 64 GPUs; the target sees {len(info.cuda_devices)}",
+    )
     assert "np.nope" in results["r.broken"].message
     assert (
         "RuntimeError" in results["r.raises"].message
@@ -574,7 +577,7 @@ def test_seed_map_and_spec_coverage(tmp_path: Path) -> None:
             tests:
               - {test: "T::test_a", status: ported, cases: [s.one, s.gone]}
               - {test: "T::test_b", status: out-of-scope, reason: sparse tensors}
-              - {test: "T::test_c", status: pending}
+              - {test: "T::test_c", status: pending, area: x, spec: [AREA-001, AREA-404]}
             """
         )
     )
@@ -598,6 +601,7 @@ def test_seed_map_and_spec_coverage(tmp_path: Path) -> None:
     assert "unknown case id 's.gone'" in problems
     assert "'doc.py::T::test_unlisted', which no seed map lists" in problems
     assert "unknown clause AREA-999" in problems
+    assert "T::test_c cites unknown clause AREA-404" in problems
 
 
 def test_malformed_seed_map_is_located(tmp_path: Path) -> None:

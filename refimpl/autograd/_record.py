@@ -19,6 +19,8 @@ input 0 (``views.rebase_history``: CopySlices when it is a view).
 
 from __future__ import annotations
 
+import weakref
+
 from refimpl.autograd import views
 from refimpl.autograd.graph import GraphNode, gradient_edge, node_class
 from refimpl.autograd.saved import SavedVariable
@@ -38,6 +40,26 @@ _SAVE_NEEDS = {
 _SCALAR_EDGE_OPS = frozenset({"add", "sub", "mul", "div", "true_divide", "rsub"})
 
 _FLOAT_CATEGORY = 2
+
+
+class _WeakArg:
+    """A tensor argument the formula does not need the values of: held weakly, so the
+    graph does not keep it alive (torch saves nothing for it). If it died, backward
+    sees zeros of the same metadata (a correct ``save_needs`` guarantees that only
+    gradients nobody asked for read them)."""
+
+    __slots__ = ("ref", "meta")
+
+    def __init__(self, tensor) -> None:
+        self.ref = weakref.ref(tensor)
+        self.meta = (tensor._shape, tensor.dtype, tensor.device)
+
+    def unpack(self, node=None):
+        t = self.ref()
+        return t if t is not None else _zeros(self.meta)
+
+    def release(self) -> None:
+        pass
 
 
 class OpContext:
@@ -70,7 +92,7 @@ class OpNode(GraphNode):
             from refimpl.autograd.saved import ERR_BACKWARD_TWICE
 
             raise RuntimeError(ERR_BACKWARD_TWICE)
-        if len(grads) > 1 and None in grads:
+        if len(grads) > 1 and any(g is None for g in grads):
             grads = [g if g is not None else _zeros(meta) for g, meta in
                      zip(grads, self._in_meta)]
         ctx = OpContext(self._unpack_args(), self._kwargs, self._unpack_outputs(), self._needs)
@@ -97,7 +119,8 @@ class OpNode(GraphNode):
         outs = self._outs
         if outs is None:
             return None
-        return tuple(o.unpack(self) if isinstance(o, SavedVariable) else o for o in outs)
+        return tuple(o.unpack(self) if isinstance(o, (SavedVariable, _WeakArg)) else o
+                     for o in outs)
 
     def _flatten(self, res, n_edges: int) -> list:
         out = []
@@ -120,11 +143,15 @@ class OpNode(GraphNode):
                 self._args[where].release()
             else:
                 self._args[where[0]][where[1]].release()
+        saved_outs = False
         if self._outs is not None:
             for o in self._outs:
                 if isinstance(o, SavedVariable):
                     o.release()
-        if self._saved_at or self._outs is not None:
+                    saved_outs = True
+        if saved_outs or any(isinstance(self._args[w] if type(w) is int
+                                        else self._args[w[0]][w[1]], SavedVariable)
+                             for w in self._saved_at):
             self._released = True
 
     def __getattr__(self, name: str):
@@ -181,17 +208,17 @@ def _layout_and_edges(op, args):
     scalar_edges = op.name in _SCALAR_EDGE_OPS or op.extra.get("scalar_edges")
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            e = gradient_edge(a) if a.requires_grad else None
+            rg = a.requires_grad
             layout.append((False, 1))
-            edges.append(e)
-            needs.append(e is not None)
+            edges.append(gradient_edge(a) if rg else None)
+            needs.append(rg)
         elif isinstance(a, (list, tuple)) and a and any(isinstance(x, Tensor) for x in a):
             layout.append((True, len(a)))
             flags = []
             for x in a:
-                e = gradient_edge(x) if isinstance(x, Tensor) and x.requires_grad else None
-                edges.append(e)
-                flags.append(e is not None)
+                rg = isinstance(x, Tensor) and x.requires_grad
+                edges.append(gradient_edge(x) if rg else None)
+                flags.append(rg)
             needs.append(any(flags))
         elif scalar_edges and i < 2 and isinstance(a, (int, float, complex, bool)):
             layout.append((False, 1))
@@ -233,6 +260,9 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
     saved_at = []
     for i, a in enumerate(args):
         if keep is not None and i not in keep:
+            if _is_tensor(a):
+                saved_args[i] = _WeakArg(a)
+                saved_at.append(i)
             continue
         if _is_tensor(a):
             src = self_clone if (i == 0 and self_clone is not None) else a
@@ -293,7 +323,7 @@ def record(op, args, kwargs):
                            if _is_tensor(o) and o._gfn is node else o
                            for i, o in enumerate(outs))
     else:
-        node._outs = None
+        node._outs = tuple(_WeakArg(o) if _is_tensor(o) else o for o in outs)
     return out
 
 
@@ -326,7 +356,7 @@ def _record_inplace(op, args, kwargs):
     node._needs = needs
     node._kwargs = kwargs
     _save_args(node, op, args, needs, self_clone)
-    node._outs = None
+    node._outs = (_WeakArg(self),)
     views.rebase_history(self, node)
     if "outputs" in op.saves:
         if self._view_meta is not None:

@@ -4,7 +4,9 @@
 in one place, next to the engine that reads it:
 
 * ``_gfn``/``_output_nr``: where the tensor's gradient flows (``grad_fn`` property);
-* ``_requires_grad``: set on leaves only (non-leaves require grad through ``grad_fn``);
+* ``_rg``: the flag ``requires_grad_`` sets on leaves (non-leaves require grad through
+  ``grad_fn``; views also through their base); ``_requires_grad`` combines the flag and
+  the base, which is what the dispatcher's fast path reads;
 * ``_grad_acc``: a weak reference to the leaf's AccumulateGrad node;
 * ``_bw_hooks``: the tensor's ``register_hook`` dict (``_backward_hooks``);
 * ``_view_meta``: for views of float tensors, how the view was made (see views.py).
@@ -38,12 +40,12 @@ _SCALAR_TYPE_NAMES = {
 class TensorAutogradMixin:
     """Autograd state and methods of a tensor."""
 
-    __slots__ = ("_requires_grad", "_grad", "_gfn", "_output_nr", "_bw_hooks",
+    __slots__ = ("_rg", "_grad", "_gfn", "_output_nr", "_bw_hooks",
                  "_retains_grad", "_post_acc_hooks", "_fw_grads", "_is_inference",
                  "_view_meta", "_grad_acc")
 
     def _init_autograd(self) -> None:
-        self._requires_grad = False
+        self._rg = False
         self._grad = None
         self._gfn = None
         self._output_nr = 0
@@ -61,6 +63,14 @@ class TensorAutogradMixin:
             self._view_meta = None
 
     # -- requires_grad -----------------------------------------------------------------
+
+    @property
+    def _requires_grad(self) -> bool:
+        # a view of a float tensor requires grad when its base does (torch's
+        # DifferentiableViewMeta), even without a grad_fn of its own
+        if self._view_meta is None:
+            return self._rg
+        return self._rg or self._base.requires_grad
 
     @property
     def requires_grad(self) -> bool:
@@ -91,7 +101,7 @@ class TensorAutogradMixin:
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients"
             )
-        self._requires_grad = bool(requires_grad)
+        self._rg = bool(requires_grad)
         return self
 
     @property
@@ -239,7 +249,7 @@ class TensorAutogradMixin:
                 "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
             )
         self._gfn = None
-        self._requires_grad = False
+        self._rg = False
         self._output_nr = 0
         self._retains_grad = False
         return self
@@ -267,7 +277,7 @@ class TensorAutogradMixin:
                 "Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` "
                 "have incompatible tensor type."
             )
-        if self._requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
+        if self._rg and not (value.dtype.is_floating_point or value.dtype.is_complex):
             raise RuntimeError(
                 "data set to a tensor that requires gradients must be floating point or complex "
                 "dtype"

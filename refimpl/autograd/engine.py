@@ -33,7 +33,7 @@ import warnings
 from refimpl._state import STATE
 from refimpl.autograd import _flags
 from refimpl.autograd.graph import (
-    AccumulateGrad, GradientEdge, GraphNode, grad_accumulator, gradient_edge,
+    AccumulateGrad, GradientEdge, GraphNode, gradient_edge,
 )
 
 _TASK_IDS = itertools.count()
@@ -193,6 +193,8 @@ class GraphTask:
                     buf[nr] = grad if old is None else old + grad
                 if count == 0:
                     push(heap, (-nxt._seq, next(tick), nxt))
+            # drop our references so AccumulateGrad can tell a gradient nobody else holds
+            outputs = grad = inputs = None
         while self.callbacks:
             self.callbacks.pop(0)()
 
@@ -223,9 +225,9 @@ def call_function(node: GraphNode, inputs: list) -> list:
                         f"{len(inputs)})"
                     )
                 inputs = res
-    outputs = call_node(node, list(inputs))
-    outputs = validate_outputs(node, outputs)
     post = node._post_hooks
+    outputs = call_node(node, list(inputs) if post else inputs)
+    outputs = validate_outputs(node, outputs)
     if post:
         for hook in list(post.values()):
             res = hook(tuple(outputs), tuple(inputs))
@@ -317,18 +319,20 @@ def _clone_obey_contract(grad, variable):
     return out
 
 
-def _stealable(grad) -> bool:
-    # The engine, AccumulateGrad._apply and this call are the only holders of a fresh
-    # gradient; anything more means the user (or another buffer) can still see it.
-    return (grad._base is None and sys.getrefcount(grad) <= 5
+def stealable(grad, expected_refs: int) -> bool:
+    """Whether nobody but the engine holds ``grad`` (so ``.grad`` may take it over).
+    ``expected_refs``: the references the caller knows of (this call's own two, its
+    parameter and getrefcount's argument, come on top)."""
+    return (grad._base is None and sys.getrefcount(grad) <= expected_refs + 2
             and sys.getrefcount(grad._storage) <= 2)
 
 
-def accumulate_into(variable, grad) -> None:
-    """AccumulateGrad: set or add ``grad`` into ``variable.grad`` (torch's rules)."""
+def accumulate_into(variable, grad, steal: bool = False) -> None:
+    """AccumulateGrad: set or add ``grad`` into ``variable.grad`` (torch's rules);
+    ``steal``: the engine holds the only reference to ``grad``."""
     old = variable._grad
     if old is None:
-        if (not STATE.grad_enabled and _stealable(grad) and _obeys_layout(grad, variable)):
+        if not STATE.grad_enabled and steal and _obeys_layout(grad, variable):
             variable._grad = grad.detach()
         else:
             variable._grad = _clone_obey_contract(grad, variable)
@@ -661,13 +665,13 @@ def will_engine_execute_node(node) -> bool:
     """Whether the running backward will execute ``node``."""
     from refimpl._tensor import Tensor
 
+    if isinstance(node, Tensor):
+        raise RuntimeError("_will_engine_execute_node expects an grad_fn, but got Tensor")
     task = current_graph_task()
     if task is None:
         raise RuntimeError(
             "_get_should_execute_nodes should only be called during the backward pass"
         )
-    if isinstance(node, Tensor):
-        raise RuntimeError("_will_engine_execute_node expects an grad_fn, but got Tensor")
     if isinstance(node, AccumulateGrad) and task.needed is not None and task.captures:
         raise RuntimeError(
             "The gradients are never going to be accumulated in AccumulateGrad nodes, are you "
@@ -697,5 +701,3 @@ class _ExecutionEngine:
         task = current_graph_task()
         return task is None or task.needed is None or not task.captures
 
-
-_ = grad_accumulator

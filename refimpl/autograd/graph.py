@@ -226,12 +226,14 @@ class AccumulateGrad(GraphNode):
         self._lock = threading.Lock()
 
     def _apply(self, grads: list) -> list:
-        from refimpl.autograd.engine import accumulate_into
+        from refimpl.autograd.engine import accumulate_into, stealable
 
         grad = grads[0]
         if grad is not None:
+            # held by: the engine's buffer (grads), its copy when post hooks exist, `grad`
+            steal = stealable(grad, 2 + (1 if self._post_hooks else 0))
             with self._lock:
-                accumulate_into(self.variable, grad)
+                accumulate_into(self.variable, grad, steal)
             hooks = self.variable._post_acc_hooks
             if hooks:
                 for hook in list(hooks.values()):
@@ -252,7 +254,7 @@ class AccumulateGrad(GraphNode):
         return bool(self.variable._backward_hooks)
 
 
-class ErrorNode(GraphNode):
+class Error(GraphNode):
     """A node whose backward always raises (torch's ``Error``; once_differentiable)."""
 
     __slots__ = ("_msg",)
@@ -266,18 +268,7 @@ class ErrorNode(GraphNode):
         raise RuntimeError(self._msg)
 
 
-class DelayedError(GraphNode):
-    """Identity in forward; raising ``msg`` when differentiated (test helper)."""
-
-    __slots__ = ("_msg",)
-    _name = "DelayedError"
-
-    def __init__(self, msg: str, next_edges: tuple, in_meta: tuple) -> None:
-        self._init_node(next_edges, in_meta)
-        self._msg = msg
-
-    def _apply(self, grads: list) -> list:
-        raise RuntimeError(self._msg)
+ErrorNode = Error
 
 
 class Node(abc.ABC):
@@ -346,7 +337,7 @@ def gradient_edge(tensor):
     fn = tensor.grad_fn
     if fn is not None:
         return (fn, tensor._output_nr)
-    if tensor._requires_grad:
+    if tensor._rg:
         return (grad_accumulator(tensor), 0)
     return None
 

@@ -162,6 +162,6 @@ def _alias(tensor):
 def _with_history(data, node, output_nr: int):
     """An alias of ``data`` whose grad_fn is ``node`` (an unpacked saved output)."""
     t = _alias(data)
-    t._grad_fn = node
+    t._gfn = node
     t._output_nr = output_nr
     return t

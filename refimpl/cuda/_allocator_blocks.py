@@ -35,7 +35,11 @@ K_ROUND_LARGE = 2097152  # larger requests get their own segment, rounded to thi
 
 
 class BlockPool:
-    """Free blocks of one pool (small or large), kept per stream, sorted by (size, address)."""
+    """Free blocks of one pool (small or large), kept per stream, sorted by (size, address).
+
+    A stream's sorted list holds ``size << 64 | address`` keys: one int per block,
+    so the best fit for ``size`` is ``bisect_left(keys, size << 64)``.
+    """
 
     __slots__ = ("blocks", "gc_calls", "is_small", "keys", "owner_pool_id", "stat_index")
 
@@ -43,7 +47,7 @@ class BlockPool:
         self.is_small = is_small
         self.stat_index = SMALL_POOL if is_small else LARGE_POOL
         self.owner_pool_id = owner_pool_id
-        self.keys: dict[int, list[tuple[int, int]]] = {}
+        self.keys: dict[int, list[int]] = {}
         self.blocks: dict[int, Block] = {}
         self.gc_calls = 0
 
@@ -52,21 +56,22 @@ class BlockPool:
         block.gc_count_base = self.gc_calls
         keys = self.keys.get(block.stream)
         if keys is None:
-            self.keys[block.stream] = [(block.size, block.address)]
+            self.keys[block.stream] = [block.size << 64 | block.address]
         else:
-            insort(keys, (block.size, block.address))
+            insort(keys, block.size << 64 | block.address)
         self.blocks[block.address] = block
 
     def remove(self, block: Block) -> None:
         """Take a free block out of its stream's list."""
         keys = self.keys[block.stream]
-        del keys[bisect_left(keys, (block.size, block.address))]
+        del keys[bisect_left(keys, block.size << 64 | block.address)]
         del self.blocks[block.address]
 
     def ordered(self) -> list[Block]:
         """All free blocks in torch's set order: stream, then size, then address."""
         blocks = self.blocks
-        return [blocks[a] for s in sorted(self.keys) for _, a in self.keys[s]]
+        mask = (1 << 64) - 1
+        return [blocks[key & mask] for s in sorted(self.keys) for key in self.keys[s]]
 
 
 class Block:

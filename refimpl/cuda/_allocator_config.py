@@ -86,6 +86,12 @@ class AllocatorConfig:
     graph_capture_record_stream_reuse: bool = False
     per_process_memory_fraction: float = 1.0
     last_allocator_settings: str = ""
+    # Whether any interval rounds to power-of-two divisions (kept in step by
+    # __post_init__ and the parser; the allocator's hot path reads it).
+    roundup_enabled: bool = False
+
+    def __post_init__(self) -> None:
+        self.roundup_enabled = any(d > 1 for d in self.roundup_power2_divisions)
 
     def roundup_divisions_for(self, size: int) -> int:
         """Division count that applies to a request of ``size`` bytes."""
@@ -377,6 +383,7 @@ def parse_allocator_settings(text: str, base: AllocatorConfig | None = None) -> 
     tokens = _Tokens(text)
     _generic_pass(tokens, cfg)
     _cuda_pass(tokens, cfg)
+    cfg.roundup_enabled = any(d > 1 for d in cfg.roundup_power2_divisions)
     if cfg.expandable_segments:
         raise NotImplementedError(
             "expandable_segments:True is not implemented by refimpl's caching allocator"

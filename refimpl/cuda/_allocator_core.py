@@ -27,6 +27,8 @@ from refimpl.cuda._allocator_stats import (
     AGGREGATE,
     DeviceStats,
     format_size,
+    single_decrease,
+    single_increase,
     stat_decrease,
     stat_increase,
 )
@@ -41,6 +43,7 @@ __all__ = ["CachingAllocator", "OOMObserver"]
 _snapshot.register_internal_file(__file__)
 
 _ONE_EXABYTE = 1152921504606846976
+_ADDRESS_MASK = (1 << 64) - 1
 
 
 OOMObserver = Callable[[int, int, int, int], Any]
@@ -74,9 +77,14 @@ class CachingAllocator:
         self.fraction = 1.0
         self.allowed_memory_maximum = 0
         self.set_fraction = False
-        self._active: set[Block] = set()
+        self._pending: set[Block] = set()  # freed, waiting for events on other streams
         self._by_address: dict[int, Block] = {}
         self._events: dict[int, deque[tuple[object, Block]]] = {}
+        # Garbage collection can run finalizers that free memory in the middle of an
+        # operation of this same thread (the lock is re-entrant). Such frees wait in
+        # _deferred until the operation under way (_busy) ends.
+        self._busy = False
+        self._deferred: list[Block] = []
 
     # -- public operations -------------------------------------------------
 
@@ -88,24 +96,61 @@ class CachingAllocator:
         """
         context = self.history.gather(RecordContext.STATE) if self.history.level else None
         with self.lock:
-            if self._events:
-                self._process_events(context)
-            rounded = self.round_size(size)
-            pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
-            alloc_size = allocation_size(rounded)
-            block = self._get_free_block(pool, stream, rounded)
-            if block is None:
-                block = self._reserve(pool, stream, rounded, alloc_size, context)
-            if block is None:
-                observers, message = self._out_of_memory(rounded, alloc_size, stream, context)
-            else:
-                return self._alloc_found_block(block, rounded, size, stream, context)
+            if self._busy:
+                raise RuntimeError("caching allocator re-entered: malloc during an operation")
+            self._busy = True
+            try:
+                block = self._malloc(size, stream, context)
+            finally:
+                self._busy = False
+                if self._deferred:
+                    self._free_deferred()
+            if not isinstance(block, tuple):
+                return block
+            alloc_size, message = block
+            observers = list(self.oom_observers)
         # Observers run without the lock, as in torch (they may call back in).
-        free_bytes = self.source.mem_get_info()[0]
-        limit = self.allowed_memory_maximum if self.set_fraction else self.source.mem_get_info()[1]
+        free_bytes, total = self.source.mem_get_info()
+        limit = self.allowed_memory_maximum if self.set_fraction else total
         for observer in observers:
             observer(self.device, alloc_size, limit, free_bytes)
         raise OutOfMemoryError(message)
+
+    def _malloc(self, size: int, stream: int, context: Frames | None) -> Block | tuple[int, str]:
+        """The block for a request, or (segment size, OOM message) when there is none."""
+        if self._events:
+            self._process_events(context)
+        config = self.config
+        if config.roundup_enabled or size < K_MIN_BLOCK_SIZE:
+            rounded = self.round_size(size)
+        else:
+            rounded = (size + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE
+        pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
+        # Best fit: the smallest free block of this stream that is large enough.
+        if self.set_fraction and config.garbage_collection_threshold > 0.0:
+            pool.gc_calls += 1
+        keys = pool.keys.get(stream)
+        if keys:
+            index = bisect_left(keys, rounded << 64)
+            if index < len(keys):
+                key = keys[index]
+                found = key >> 64
+                max_split = config.max_split_size
+                # An oversize block serves only oversize requests, and at most
+                # max_non_split_rounding bytes larger than them.
+                if (
+                    found < max_split
+                    if rounded < max_split
+                    else found < rounded + config.max_non_split_rounding_size
+                ):
+                    del keys[index]
+                    block = pool.blocks.pop(key & _ADDRESS_MASK)
+                    return self._alloc_found_block(block, rounded, size, stream, context)
+        alloc_size = allocation_size(rounded)
+        block = self._reserve(pool, stream, rounded, alloc_size, context)
+        if block is not None:
+            return self._alloc_found_block(block, rounded, size, stream, context)
+        return alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block | None:
         """Tensor-storage allocation: None for 0 bytes, torch's 1 EB guard, then :meth:`malloc`."""
@@ -121,24 +166,47 @@ class CachingAllocator:
         with self.lock:
             if not block.allocated:
                 raise RuntimeError(f"double free of block at {block.address:#x}")
-            del self._by_address[block.address]
-            block.allocated = False
-            size = block.size
-            self.stats.record_free_requested(block.pool.stat_index, size)
-            if self.history.enabled:
-                self.history.record(
-                    "free_requested",
-                    block.address,
-                    block.requested_size,
-                    block.stream,
-                    context or block.context,
-                )
-            if size >= self.config.max_split_size:
-                stat_decrease(self.stats.oversize_allocations, 1)
-            if block.stream_uses:
-                self._insert_events(block)
-            else:
-                self._free_block(block, context)
+            if self._busy:
+                self._deferred.append(block)
+                return
+            self._busy = True
+            try:
+                self._free(block, context)
+            finally:
+                self._busy = False
+                if self._deferred:
+                    self._free_deferred()
+
+    def _free(self, block: Block, context: Frames | None) -> None:
+        del self._by_address[block.address]
+        block.allocated = False
+        size = block.size
+        self.stats.record_free_requested(block.pool.stat_index, size)
+        if self.history.enabled:
+            self.history.record(
+                "free_requested",
+                block.address,
+                block.requested_size,
+                block.stream,
+                context or block.context,
+            )
+        if size >= self.config.max_split_size:
+            single_decrease(self.stats.oversize_allocations, 1)
+        if block.stream_uses:
+            self._insert_events(block)
+        else:
+            self._free_block(block, context)
+
+    def _free_deferred(self) -> None:
+        """Complete the frees that arrived during an operation (lock held, not busy)."""
+        self._busy = True
+        try:
+            while self._deferred:
+                block = self._deferred.pop(0)
+                if block.allocated:
+                    self._free(block, None)
+        finally:
+            self._busy = False
 
     def raw_alloc(self, nbytes: int, stream: int = 0) -> int:
         """``caching_allocator_alloc``: the address of a new block (0 for 0 bytes)."""
@@ -169,7 +237,7 @@ class CachingAllocator:
         """Wait for pending frees, then return every unsplit cached segment to the source."""
         context = self.history.gather(RecordContext.ALL) if self.history.level else None
         with self.lock:
-            self._release_cached_blocks(context)
+            self._exclusive(self._release_cached_blocks, context)
 
     def set_memory_fraction(self, fraction: float) -> None:
         """Cap reserved memory at ``fraction`` of the device's total memory."""
@@ -228,37 +296,34 @@ class CachingAllocator:
         Taking this records a ``snapshot`` action in the history, as torch does.
         """
         with self.lock:
-            heads = {b for p in (self.small_pool, self.large_pool) for b in p.blocks.values()}
-            heads.update(self._active)
-            result = []
-            total_active = 0
-            for head in sorted((b for b in heads if b.prev is None), key=lambda b: b.address):
-                segment = _snapshot.segment_dict(head, self.device)
-                total_active += segment["active_size"]
-                result.append(segment)
-            self.history.record("snapshot", 0, total_active, 0, None)
-            return result
+            return self._exclusive(self._segments)
+
+    def _exclusive(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` as one operation: frees from finalizers wait until it ends."""
+        if self._busy:
+            raise RuntimeError("caching allocator re-entered during an operation")
+        self._busy = True
+        try:
+            return fn(*args)
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
+
+    def _segments(self) -> list[dict[str, Any]]:
+        heads = {b for p in (self.small_pool, self.large_pool) for b in p.blocks.values()}
+        heads.update(self._by_address.values())
+        heads.update(self._pending)
+        result = []
+        total_active = 0
+        for head in sorted((b for b in heads if b.prev is None), key=lambda b: b.address):
+            segment = _snapshot.segment_dict(head, self.device)
+            total_active += segment["active_size"]
+            result.append(segment)
+        self.history.record("snapshot", 0, total_active, 0, None)
+        return result
 
     # -- the algorithm -------------------------------------------------------
-
-    def _get_free_block(self, pool: BlockPool, stream: int, size: int) -> Block | None:
-        config = self.config
-        if self.set_fraction and config.garbage_collection_threshold > 0.0:
-            pool.gc_calls += 1
-        keys = pool.keys.get(stream)
-        if not keys:
-            return None
-        index = bisect_left(keys, (size,))
-        if index == len(keys):
-            return None
-        found_size, address = keys[index]
-        max_split = config.max_split_size
-        if size < max_split and found_size >= max_split:
-            return None
-        if size >= max_split and found_size >= size + config.max_non_split_rounding_size:
-            return None
-        del keys[index]
-        return pool.blocks.pop(address)
 
     def _reserve(
         self, pool: BlockPool, stream: int, size: int, alloc_size: int, context: Frames | None
@@ -293,11 +358,10 @@ class CachingAllocator:
             return None
         self.total_reserved += size
         block = Block(stream, size, pool, address)
-        for array, amount in ((stats.segment, 1), (stats.reserved_bytes, size)):
-            stat_increase(array[AGGREGATE], amount)
-            stat_increase(array[pool.stat_index], amount)
+        stat_increase(stats.segment, pool.stat_index, 1)
+        stat_increase(stats.reserved_bytes, pool.stat_index, size)
         if size >= self.config.max_split_size:
-            stat_increase(stats.oversize_segments, 1)
+            single_increase(stats.oversize_segments, 1)
         stats.num_device_alloc += 1
         self.history.record("segment_alloc", address, size, stream, context)
         block.segment_context = context
@@ -326,27 +390,21 @@ class CachingAllocator:
             remaining.address += size
             remaining.size = remaining_size
             pool.insert(remaining)
-            if already_split:
-                stat_decrease(stats.inactive_split_bytes[AGGREGATE], size)
-                stat_decrease(stats.inactive_split_bytes[pool_index], size)
-            else:
-                for index in (AGGREGATE, pool_index):
-                    stat_increase(stats.inactive_split_bytes[index], remaining_size)
-                    stat_increase(stats.inactive_split[index], 1)
+            # A new free remainder, or an already split free block that shrank.
+            split_blocks, split_bytes = (0, -size) if already_split else (1, remaining_size)
         elif already_split:
-            for index in (AGGREGATE, pool_index):
-                stat_decrease(stats.inactive_split_bytes[index], block.size)
-                stat_decrease(stats.inactive_split[index], 1)
+            split_blocks, split_bytes = -1, -block.size  # a free split block is taken whole
+        else:
+            split_blocks = split_bytes = 0
         block.allocated = True
         block.requested_size = requested
         block.context = context
         if self.history.enabled:
             self.history.record("alloc", block.address, requested, block.stream, context)
-        self._active.add(block)
         self._by_address[block.address] = block
-        stats.record_alloc(pool_index, block.size, requested)
+        stats.record_alloc(pool_index, block.size, requested, split_blocks, split_bytes)
         if block.size >= self.config.max_split_size:
-            stat_increase(stats.oversize_allocations, 1)
+            single_increase(stats.oversize_allocations, 1)
         return block
 
     def _free_block(self, block: Block, context: Frames | None) -> None:
@@ -363,11 +421,14 @@ class CachingAllocator:
         net_blocks = 0
         net_bytes = 0
         for candidate in (block.prev, block.next):
-            subsumed = self._try_merge(block, candidate, pool)
-            if subsumed:
+            if (
+                candidate is not None
+                and not candidate.allocated
+                and not candidate.event_count
+                and not candidate.stream_uses
+            ):
                 net_blocks -= 1
-                net_bytes -= subsumed
-        self._active.discard(block)
+                net_bytes -= self._merge(block, candidate, pool)
         pool.insert(block)
         if block.prev is not None or block.next is not None:
             net_blocks += 1
@@ -377,9 +438,8 @@ class CachingAllocator:
         )
 
     @staticmethod
-    def _try_merge(dst: Block, src: Block | None, pool: BlockPool) -> int:
-        if src is None or src.allocated or src.event_count > 0 or src.stream_uses:
-            return 0
+    def _merge(dst: Block, src: Block, pool: BlockPool) -> int:
+        """Absorb the free neighbour ``src`` into ``dst``; return the bytes absorbed."""
         if dst.prev is src:
             dst.address = src.address
             dst.prev = src.prev
@@ -405,11 +465,10 @@ class CachingAllocator:
         block.pool.remove(block)
         self.source.free(block.address, block.size)
         self.total_reserved -= block.size
-        for array, amount in ((stats.segment, 1), (stats.reserved_bytes, block.size)):
-            stat_decrease(array[AGGREGATE], amount)
-            stat_decrease(array[block.pool.stat_index], amount)
+        stat_decrease(stats.segment, block.pool.stat_index, 1)
+        stat_decrease(stats.reserved_bytes, block.pool.stat_index, block.size)
         if block.size >= self.config.max_split_size:
-            stat_decrease(stats.oversize_segments, 1)
+            single_decrease(stats.oversize_segments, 1)
 
     def _release_blocks(self, pool: BlockPool, context: Frames | None) -> None:
         for block in pool.ordered():
@@ -431,19 +490,19 @@ class CachingAllocator:
             return False
         target = max(size, max_split)
         keys = pool.keys.get(stream, [])
-        index = bisect_left(keys, (target,))
+        index = bisect_left(keys, target << 64)
         if index < len(keys):
-            block = pool.blocks[keys[index][1]]
+            block = pool.blocks[keys[index] & _ADDRESS_MASK]
             # A split block cannot go back to the source (torch would fail here).
             if block.is_split():
                 return False
             self._release_block(block, context)
             return True
         released = 0
-        for _, address in reversed(keys[:index]):
+        for key in reversed(keys[:index]):
             if released >= target:
                 break
-            block = pool.blocks[address]
+            block = pool.blocks[key & _ADDRESS_MASK]
             if block.size < max_split:
                 break
             if not block.is_split():
@@ -482,6 +541,7 @@ class CachingAllocator:
     def _insert_events(self, block: Block) -> None:
         streams = list(block.stream_uses)
         block.stream_uses = {}
+        self._pending.add(block)
         for stream in streams:
             event = self.source.record_event(stream)
             block.event_count += 1
@@ -499,6 +559,7 @@ class CachingAllocator:
                 source.release_event(event)
                 block.event_count -= 1
                 if block.event_count == 0:
+                    self._pending.discard(block)
                     self._free_block(block, context)
             if not queue:
                 del self._events[stream]
@@ -514,17 +575,18 @@ class CachingAllocator:
                 source.release_event(event)
                 block.event_count -= 1
                 if block.event_count == 0:
+                    self._pending.discard(block)
                     self._free_block(block, context)
 
     def _out_of_memory(
         self, size: int, alloc_size: int, stream: int, context: Frames | None
-    ) -> tuple[list[OOMObserver], str]:
+    ) -> str:
         free_bytes, total = self.source.mem_get_info()
         allowed = f"{format_size(self.allowed_memory_maximum)} allowed; " if self.set_fraction else ""
         self.history.record("oom", free_bytes, size, stream, context)
         self.stats.num_ooms += 1
-        allocated = self.stats.allocated_bytes[AGGREGATE][0]
-        reserved = self.stats.reserved_bytes[AGGREGATE][0]
+        allocated = self.stats.allocated_bytes[AGGREGATE]
+        reserved = self.stats.reserved_bytes[AGGREGATE]
         message = (
             f"CUDA out of memory. Tried to allocate {format_size(alloc_size)}. "
             f"GPU {self.device} has a total capacity of {format_size(total)} of which "
@@ -536,7 +598,7 @@ class CachingAllocator:
             "See documentation for Memory Management  "
             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
         )
-        return list(self.oom_observers), message
+        return message
 
     # -- self-check ----------------------------------------------------------
 

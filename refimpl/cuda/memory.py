@@ -199,25 +199,30 @@ def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -
     on that stream until it is freed with :func:`caching_allocator_delete`.
     """
     _lazy_init()
-    index = _device_index(device)
+    index = _current_device() if device is None and _current_device else _device_index(device)
     if stream is None:
         stream = _current_stream(index) if _current_stream is not None else 0
-    stream = getattr(stream, "cuda_stream", stream)
-    if not isinstance(stream, int):
-        raise TypeError(
-            "Invalid type for stream argument, must be `torch.cuda.Stream` or `int` "
-            "representing a pointer to an existing stream"
-        )
-    return _allocator_of(index).raw_alloc(size, stream)
+    elif not isinstance(stream, int):
+        stream = getattr(stream, "cuda_stream", stream)
+        if not isinstance(stream, int):
+            raise TypeError(
+                "Invalid type for stream argument, must be `torch.cuda.Stream` or `int` "
+                "representing a pointer to an existing stream"
+            )
+    allocator = _allocator._allocators.get(index)  # the common case: skip the checks
+    if allocator is None:
+        allocator = _allocator_of(index)
+    return allocator.malloc(size, stream).address if size else 0
 
 
 def caching_allocator_delete(mem_ptr: int) -> None:
     """Free memory obtained from :func:`caching_allocator_alloc` (device found by address)."""
     if not mem_ptr:
         return
-    for allocator in _allocator.device_allocators().values():
-        if allocator.block_at(mem_ptr) is not None:
-            allocator.raw_delete(mem_ptr)
+    for allocator in tuple(_allocator._allocators.values()):
+        block = allocator.block_at(mem_ptr)
+        if block is not None:
+            allocator.free(block)
             return
     raise RuntimeError(f"invalid device pointer: {mem_ptr:#x}")
 

@@ -16,7 +16,7 @@ from refimpl.ops._registry import REGISTRY, OpDef, defop, get
 
 MODULES = [
     "copy", "factories", "elementwise", "division", "elementwise_unary", "elementwise_binary",
-    "comparison", "activation", "printing",
+    "comparison", "clamp", "activation", "printing",
     "views", "slicing", "views_inplace", "views_properties",
     "shape", "indexing", "gather_scatter", "reduction", "linalg", "sorting", "random", "interop",
 ]

@@ -116,10 +116,30 @@ def _hurwitz_zeta(s: int, x: np.ndarray) -> np.ndarray:
     return acc + tail
 
 
+def trigamma(x: np.ndarray) -> np.ndarray:
+    """``polygamma(1, x)``: reflection below 1/2, six recurrence steps, then the
+    asymptotic series to the 1/42 term (the same truncation torch uses)."""
+    x = np.asarray(x, _F64)
+    with np.errstate(all="ignore"):
+        reflect = x < 0.5
+        sign = np.where(reflect, -1.0, 1.0)
+        s = np.sin(math.pi * x)
+        result = np.where(reflect, -(math.pi * math.pi) / (s * s), 0.0)
+        x = np.where(reflect, 1.0 - x, x)
+        for _ in range(6):
+            result = result + 1.0 / (x * x)
+            x = x + 1.0
+        ixx = 1.0 / (x * x)
+        result = result + (1 + 1 / (2 * x) + ixx * (1 / 6 - ixx * (1 / 30 - ixx / 42))) / x
+        return sign * result
+
+
 def polygamma(n: int, x: np.ndarray) -> np.ndarray:
     """The ``n``-th derivative of digamma (``n >= 0``)."""
     if n == 0:
         return digamma(x)
+    if n == 1:
+        return trigamma(x)
     x = np.asarray(x, _F64)
     with np.errstate(all="ignore"):
         sign = 1.0 if n % 2 else -1.0

@@ -97,9 +97,6 @@ def _check_tol(input: Tensor, other: Tensor, rtol: float, atol: float, equal_nan
             f"isclose(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
     if input.dtype is not other.dtype:
         raise RuntimeError(f"{D.type_name(input.dtype)} did not match {D.type_name(other.dtype)}")
-    if input.dtype.category == 3 and equal_nan:
-        raise RuntimeError(
-            "isclose with equal_nan=True is not supported for complex inputs.")
     if rtol < 0:
         raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol:g}")
     if atol < 0:
@@ -110,18 +107,16 @@ def _isclose_cpu(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> np.nd
     _check_tol(input, other, rtol, atol, equal_nan)
     a, b = np.broadcast_arrays(input._np, other._np)
     close = a == b
-    if a.dtype.kind in "fc" or input.dtype in (D.float16, D.bfloat16):
+    if input.dtype.category < 2:  # bool/integers: errors in the default float dtype
+        work = float_dtype(input.dtype).np
+    else:
+        work = np.complex128 if input.dtype.category == 3 else np.float64
         if equal_nan:
             close |= np.isnan(a) & np.isnan(b)
-        work = np.float32 if input.dtype in (D.float16, D.bfloat16) else a.dtype
-    else:
-        work = float_dtype(input.dtype).np
     with np.errstate(all="ignore"):
-        if a.dtype.kind in "iu":
-            actual = np.abs(a - b).astype(work)
-        else:
-            actual = np.abs(a.astype(work) - b.astype(work))
-        allowed = atol + np.abs(rtol * b.astype(work))
+        aw, bw = a.astype(work), b.astype(work)
+        actual = np.abs(aw - bw)
+        allowed = atol + np.abs(rtol * bw)
         close |= np.isfinite(actual) & (actual <= allowed)
     return np.ascontiguousarray(close)
 
@@ -174,8 +169,8 @@ logical_not_ = inplace(logical_not)
 _BITS = BOOL | INTEGRAL
 
 
-def _bitwise(name: str, fn, kernel: str):
-    impl = Binary(fn, allow=_BITS, kernel=kernel)
+def _bitwise(name: str, fn, kernel: str, allow=_BITS):
+    impl = Binary(fn, allow=allow, kernel=kernel)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
     return op, inplace(op)
 
@@ -190,12 +185,8 @@ bitwise_not_ = inplace(bitwise_not)
 
 
 def _shift_amount(x, y):
-    bits = x.dtype.itemsize * 8
-    y = np.broadcast_to(y, np.broadcast_shapes(x.shape, y.shape))
-    signed_y = y.astype(np.int64) if y.dtype.kind == "u" else y
-    if y.dtype.kind == "u" and y.dtype.itemsize == x.dtype.itemsize:
-        signed_y = y.view(x.dtype.str.replace("u", "i"))
-    return bits, signed_y
+    """The width of x's type and the shift amounts as int64 (no wrap-around)."""
+    return x.dtype.itemsize * 8, y.astype(np.int64)
 
 
 def _lshift(x, y):
@@ -214,9 +205,10 @@ def _rshift(x, y):
     return np.where(bad, fill, shifted)
 
 
-bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", _lshift, "lshift_cpu")
+bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", _lshift, "lshift_cpu",
+                                                   INTEGRAL)
 bitwise_right_shift, bitwise_right_shift_ = _bitwise("bitwise_right_shift", _rshift,
-                                                     "rshift_cpu")
+                                                     "rshift_cpu", INTEGRAL)
 
 __all__ = [
     "allclose", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",

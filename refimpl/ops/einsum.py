@@ -153,7 +153,10 @@ def _einsum_backward(ctx, grad):
                 if c not in present:
                     g = g.unsqueeze(pos)
             g = g.expand(op.shape)
-        grads.append(sum_to(g, op.shape))
+        # a size-1 dim broadcast against its label's size: sum over it; a label whose size
+        # came from a size-1 dim elsewhere: broadcast back
+        g = sum_to(g, op.shape)
+        grads.append(g if g.shape == op.shape else g.expand(op.shape))
     if len(ctx.args) == 2 and isinstance(ctx.args[1], (list, tuple)):
         return None, grads
     return (None, *grads)

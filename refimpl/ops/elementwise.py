@@ -192,10 +192,10 @@ class Unary:
         self.fn, self.result, self.allow, self.kernel, self.check = (
             fn, result, allow, kernel, check)
 
-    def prepare(self, x, kwargs) -> tuple:
+    def prepare(self, x, args: tuple, kwargs: dict) -> tuple:
         """Run the checks; return (compute dtype, output dtype)."""
         if self.check is not None:
-            self.check(x, **kwargs)
+            self.check(x, *args, **kwargs)
         dtype = x.dtype
         result = self.result
         if result == "same":
@@ -210,11 +210,11 @@ class Unary:
 
     def meta(self, x, *args, **kwargs) -> TensorSpec:
         """Same shape as the input, the dtype ``result`` gives."""
-        return TensorSpec(x._shape, self.prepare(x, kwargs)[1], x.device)
+        return TensorSpec(x._shape, self.prepare(x, args, kwargs)[1], x.device)
 
     def cpu(self, x, *args, **kwargs) -> np.ndarray:
         """Compute on numpy (float16/bfloat16 in float32)."""
-        dtype, out = self.prepare(x, kwargs)
+        dtype, out = self.prepare(x, args, kwargs)
         if dtype not in self.allow:
             raise not_implemented(self.kernel, dtype)
         with np.errstate(all="ignore"):

@@ -329,206 +329,6 @@ def _heaviside_backward(ctx, g):
 heaviside, heaviside_ = _binary("heaviside", _heaviside, pre=_heaviside_pre,
                                 backward=_heaviside_backward, node="NotImplemented", saves=())
 
-# -- clamp ---------------------------------------------------------------------------------------
-
-
-def _clamp_dtype(x: Tensor, lo, hi) -> D.dtype:
-    """torch's clamp: floating inputs keep their dtype; others promote with the bounds."""
-    if x.dtype.category == 3:
-        raise NotImplementedError("clamp is not supported for complex types")
-    dtype = x.dtype
-    if dtype.category != 2:
-        dtype = result_type(x, *(b for b in (lo, hi) if b is not None))
-    if dtype.category == 3:
-        raise RuntimeError("clamp is not supported for complex types")
-    return dtype
-
-
-def _clamp_compute(x, lo, hi, dtype: D.dtype, shape: tuple) -> np.ndarray:
-    cdt = compute_dtype(dtype)
-    r = operand(x, dtype, cdt)
-    with np.errstate(all="ignore"):
-        if lo is not None:
-            r = np.maximum(r, operand(lo, dtype, cdt))
-        if hi is not None:
-            r = np.minimum(r, operand(hi, dtype, cdt))
-    return finish(r, dtype, shape)
-
-
-def _clamp_scalar_kernel(lo, hi) -> str:
-    if lo is not None and hi is not None:
-        return "clamp_scalar_cpu"
-    return "clamp_min_scalar_cpu" if lo is not None else "clamp_max_scalar_cpu"
-
-
-def _clamp_s_meta(self, min=None, max=None) -> TensorSpec:  # noqa: A002 - torch's names
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    return TensorSpec(self._shape, _clamp_dtype(self, min, max), self.device)
-
-
-def _clamp_s_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
-    dtype = _clamp_s_meta(self, min, max).dtype
-    if dtype is D.bool_:
-        raise not_implemented(_clamp_scalar_kernel(min, max), dtype)
-    lo = None if min is None else checked_scalar(min, dtype)
-    hi = None if max is None else checked_scalar(max, dtype)
-    return _clamp_compute(self, lo, hi, dtype, self._shape)
-
-
-def _clamp_t_meta(self, min=None, max=None) -> TensorSpec:  # noqa: A002
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if any(b is not None and b.dtype.category == 3 for b in (min, max)) or \
-            self.dtype.category == 3:
-        raise NotImplementedError("clamp is not supported for complex types")
-    dtype = result_type(self, *(b for b in (min, max) if b is not None))
-    shape = broadcast_all(self, *(b for b in (min, max) if b is not None))
-    return TensorSpec(shape, dtype, out_device(self, min, max))
-
-
-def _clamp_t_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
-    spec = _clamp_t_meta(self, min, max)
-    return _clamp_compute(self, min, max, spec.dtype, spec.shape)
-
-
-def _between(x, lo, hi):
-    inside = None
-    if lo is not None:
-        inside = x >= lo
-    if hi is not None:
-        upper = x <= hi
-        inside = upper if inside is None else inside.logical_and(upper)
-    return inside
-
-
-def _clamp_s_backward(ctx, g):
-    x = ctx.args[0]
-    lo, hi = _bounds(ctx)
-    return (where(_between(x, lo, hi), g, 0),)
-
-
-def _clamp_s_jvp(ctx, t, *_):
-    x = ctx.args[0]
-    lo, hi = _bounds(ctx)
-    return fit(where(_between(x, lo, hi), t, 0), ctx.outputs[0])
-
-
-def _bounds(ctx):
-    args = ctx.args
-    return (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else None)
-
-
-def _clamp_t_backward(ctx, g):
-    x = ctx.args[0]
-    lo, hi = _bounds(ctx)
-    gx = unbroadcast(where(_between(x, lo, hi), g, 0), x)
-    glo = ghi = None
-    if lo is not None and hi is not None:
-        glo = unbroadcast(where((x < lo).logical_and(lo < hi), g, 0), lo)
-        ghi = unbroadcast(where((x > hi).logical_or(hi < lo), g, 0), hi)
-    elif lo is not None:
-        glo = unbroadcast(where(x < lo, g, 0), lo)
-    else:
-        ghi = unbroadcast(where(x > hi, g, 0), hi)
-    return gx, glo, ghi
-
-
-def _clamp_t_jvp(ctx, tx, tlo=None, thi=None):
-    x, out = ctx.args[0], ctx.outputs[0]
-    lo, hi = _bounds(ctx)
-    r = where(_between(x, lo, hi), 0 if tx is None else tx, 0)
-    if lo is not None and tlo is not None:
-        r = r + where(x < lo, tlo, 0) if hi is None else r + where(
-            (x < lo).logical_and(lo < hi), tlo, 0)
-    if hi is not None and thi is not None:
-        r = r + where(x > hi, thi, 0) if lo is None else r + where(
-            (x > hi).logical_or(hi < lo), thi, 0)
-    return fit(r, out)
-
-
-_clamp_s = defop("clamp", meta=_clamp_s_meta, cpu=_clamp_s_cpu, backward=_clamp_s_backward,
-                 jvp=_clamp_s_jvp, node="ClampBackward1", extra=_hidden())
-_clamp_t = defop("clamp.Tensor", meta=_clamp_t_meta, cpu=_clamp_t_cpu,
-                 backward=_clamp_t_backward, jvp=_clamp_t_jvp, node="ClampBackward0",
-                 extra=_hidden())
-_clamp_s_, _clamp_t_ = inplace(_clamp_s), inplace(_clamp_t)
-
-
-def _type_name(v) -> str:
-    if isinstance(v, Tensor):
-        return "Tensor"
-    return {bool: "bool", int: "int", float: "float", complex: "complex"}.get(
-        type(v), type(v).__name__)
-
-
-def _pick_clamp(name: str, input, lo, hi, tensor_op, scalar_op):
-    tensors = [isinstance(b, Tensor) for b in (lo, hi) if b is not None]
-    if tensors and all(tensors):
-        return tensor_op
-    if not any(tensors):
-        return scalar_op
-    got = ", ".join(_type_name(v) for v in (input, lo, hi) if v is not None)
-    raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
-                    "but expected one of:")
-
-
-def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
-    """Limit ``input`` to ``[min, max]`` (both scalars or both tensors; NaN propagates).
-
-    ``min > max`` gives ``max`` everywhere; integer inputs promote with float bounds
-    (TENSOR-340).
-    """
-    op = _pick_clamp("clamp", input, min, max, _clamp_t, _clamp_s)
-    kw = {} if out is None else {"out": out}
-    return op(input, min, max, **kw)
-
-
-def clamp_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
-    """In-place ``clamp``."""
-    return _pick_clamp("clamp_", self, min, max, _clamp_t_, _clamp_s_)(self, min, max)
-
-
-def clip(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
-    """Alias of ``clamp``."""
-    return clamp(input, min, max, out=out)
-
-
-def clip_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
-    """Alias of ``clamp_``."""
-    return clamp_(self, min, max)
-
-
-def _one_bound(name: str, which: str):
-    def meta(self, bound) -> TensorSpec:
-        if isinstance(bound, Tensor):
-            return _clamp_t_meta(self, **{which: bound})
-        return _clamp_s_meta(self, **{which: bound})
-
-    def cpu(self, bound):
-        if isinstance(bound, Tensor):
-            return _clamp_t_cpu(self, **{which: bound})
-        return _clamp_s_cpu(self, **{which: bound})
-
-    def backward(ctx, g):
-        x, b = ctx.args[0], ctx.args[1]
-        keep = x >= b if which == "min" else x <= b
-        gx = unbroadcast(where(keep, g, 0), x)
-        return gx, unbroadcast(where(keep, 0, g), b)
-
-    def jvp(ctx, tx, tb=None):
-        x, b = ctx.args[0], ctx.args[1]
-        keep = x >= b if which == "min" else x <= b
-        return fit(where(keep, 0 if tx is None else tx, 0 if tb is None else tb),
-                   ctx.outputs[0])
-
-    op = defop(name, meta=meta, cpu=cpu, backward=backward, jvp=jvp)
-    return op, inplace(op)
-
-
-clamp_min, clamp_min_ = _one_bound("clamp_min", "min")
-clamp_max, clamp_max_ = _one_bound("clamp_max", "max")
-
 # -- where ----------------------------------------------------------------------------------------
 
 
@@ -610,8 +410,6 @@ def _lerp_meta(self, end, weight) -> TensorSpec:
                                f"dtype {_CPP_NAMES[weight.dtype]}")
         shape = broadcast_all(self, end, weight)
     else:
-        checked_scalar(weight, D.float32 if self.dtype in (D.float16, D.bfloat16)
-                       else self.dtype)
         shape = broadcast_all(self, end)
     return TensorSpec(shape, self.dtype, out_device(self, end, weight))
 
@@ -734,11 +532,10 @@ addcdiv, addcdiv_ = _addc_op("addcdiv", True)
 _ = (BOOL, COMPLEX)
 
 __all__ = [
-    "addcdiv", "addcmul", "arctan2", "atan2", "clamp", "clamp_max", "clamp_min", "clip",
-    "copysign", "fmax", "fmin", "heaviside", "hypot", "lerp", "logaddexp", "logaddexp2",
+    "addcdiv", "addcmul", "arctan2", "atan2", "copysign", "fmax", "fmin", "heaviside", "hypot", "lerp", "logaddexp", "logaddexp2",
     "maximum", "minimum", "nextafter", "where", "xlogy",
 ]
 TENSOR_METHODS = (
-    "arctan2", "arctan2_", "clamp", "clamp_", "clip", "clip_", "copysign", "copysign_", "xlogy",
+    "arctan2", "arctan2_", "copysign", "copysign_", "xlogy",
     "xlogy_", "lerp", "lerp_",
 )

@@ -254,8 +254,12 @@ def _sign(x):
 def _sgn(x):
     if x.dtype.kind != "c":
         return _sign(x)
+    # componentwise division by |x|, like torch's vectorised kernel (inf + 0j -> nan + 0j)
     mag = np.abs(x)
-    return np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)
+    safe = np.where(mag == 0, 1, mag)
+    out = np.empty_like(x)
+    out.real, out.imag = x.real / safe, x.imag / safe
+    return np.where(mag == 0, 0, out).astype(x.dtype)
 
 
 sign, sign_ = _unary(

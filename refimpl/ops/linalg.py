@@ -167,7 +167,11 @@ def _mv_backward(ctx, grad):
             _h(mat).mv(grad) if need[1] else None)
 
 
-mv = defop("mv", meta=_mv_meta, cpu=_mv_cpu, backward=_mv_backward, jvp=_bilinear_jvp("mv"))
+# each operand's gradient reads only the other operand
+_CROSS = {"save_needs": {0: (1,), 1: (0,)}}
+_FUSED = {"save_needs": {1: (2,), 2: (1,)}}
+mv = defop("mv", meta=_mv_meta, cpu=_mv_cpu, backward=_mv_backward, jvp=_bilinear_jvp("mv"),
+           extra=_CROSS)
 
 
 def _check_dot(a: Tensor, b: Tensor) -> None:
@@ -209,9 +213,9 @@ def _vdot_backward(ctx, grad):
 
 
 dot = defop("dot", meta=_dot_meta, cpu=_dot_cpu(False), backward=_dot_backward,
-            jvp=_bilinear_jvp("dot"))
+            jvp=_bilinear_jvp("dot"), extra=_CROSS)
 vdot = defop("vdot", meta=_dot_meta, cpu=_dot_cpu(True), backward=_vdot_backward,
-             jvp=_bilinear_jvp("vdot"))
+             jvp=_bilinear_jvp("vdot"), extra=_CROSS)
 
 
 # -- addmm, addmv, baddbmm, addbmm -------------------------------------------------------
@@ -311,7 +315,7 @@ def _fused_jvp(product_name: str):
 
 
 addmm = defop("addmm", meta=_addmm_meta, cpu=_addmm_cpu, backward=_addmm_backward,
-              jvp=_fused_jvp("mm"))
+              jvp=_fused_jvp("mm"), extra=_FUSED)
 
 
 def _addmv_meta(input, mat, vec, *, beta=1, alpha=1) -> TensorSpec:
@@ -336,7 +340,7 @@ def _addmv_backward(ctx, grad):
 
 
 addmv = defop("addmv", meta=_addmv_meta, cpu=_addmv_cpu, backward=_addmv_backward,
-              jvp=_fused_jvp("mv"))
+              jvp=_fused_jvp("mv"), extra=_FUSED)
 
 
 def _baddbmm_check(input, b1, b2) -> tuple:
@@ -369,7 +373,7 @@ def _baddbmm_backward(ctx, grad):
 
 
 baddbmm = defop("baddbmm", meta=_baddbmm_meta, cpu=_baddbmm_cpu, backward=_baddbmm_backward,
-                jvp=_fused_jvp("bmm"))
+                jvp=_fused_jvp("bmm"), extra=_FUSED)
 
 
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -458,7 +462,7 @@ def _eye_mask(x: Tensor) -> Tensor:
 
 trace = defop("trace", meta=lambda input: TensorSpec((), _trace_dtype(input), input.device),
               cpu=_trace_cpu, backward=lambda ctx, g: (g * _eye_mask(ctx.args[0]),),
-              jvp=lambda ctx, t: trace(t))
+              jvp=lambda ctx, t: trace(t), extra={"save_needs": {}})
 
 
 class _LinAlgError(RuntimeError):
@@ -593,7 +597,8 @@ def _cross_jvp(ctx, ta, tb, *_):
 linalg_cross = defop(
     "linalg_cross", meta=lambda input, other, *, dim=-1: TensorSpec(
         _cross_check(input, other, dim)[0], input.dtype, input.device),
-    cpu=_cross_cpu, backward=_cross_backward, jvp=_cross_jvp, extra={"method": False})
+    cpu=_cross_cpu, backward=_cross_backward, jvp=_cross_jvp,
+    extra={"method": False, **_CROSS})
 
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:

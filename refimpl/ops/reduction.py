@@ -49,6 +49,18 @@ def structseq(name: str, fields: tuple = ("values", "indices")) -> type:
     return cls
 
 
+def named_result(name: str, result: tuple, out=None) -> tuple:
+    """``result`` as ``return_types.<name>`` (``<name>_out`` when written to ``out=``, as
+    torch does)."""
+    return getattr(return_types, f"{name}_out" if out is not None else name)(*result)
+
+
+def structseq_pair(name: str, fields: tuple = ("values", "indices")) -> None:
+    """Register ``return_types.<name>`` and ``return_types.<name>_out``."""
+    structseq(name, fields)
+    structseq(f"{name}_out", fields)
+
+
 # -- dims, shapes, argument errors -----------------------------------------------------
 
 def reduce_dims(x: Tensor, dim) -> tuple:
@@ -214,11 +226,12 @@ def _sum_backward(ctx, grad):
     return (_like(expand_grad(grad, x, reduce_dims(x, dim), keepdim), x),)
 
 
+# the backward of sum and mean reads only the input's shape: nothing is saved
 _sum = defop("sum", meta=_sum_meta, cpu=_sum_cpu, backward=_sum_backward,
-             jvp=_same_op_jvp("sum"), extra={"method": False})
+             jvp=_same_op_jvp("sum"), extra={"method": False, "save_needs": {}})
 _sum_dim = defop("sum.dim_IntList", meta=_sum_meta, cpu=_sum_cpu, backward=_sum_backward,
                  jvp=_same_op_jvp("sum.dim_IntList"), node="SumBackward1",
-                 extra={"method": False})
+                 extra={"method": False, "save_needs": {}})
 
 
 def _pick(name: str, full, with_dim, input, args, kwargs):
@@ -297,9 +310,10 @@ def _mean_backward(ctx, grad):
 
 
 _mean = defop("mean", meta=_mean_meta, cpu=_mean_cpu, backward=_mean_backward,
-              jvp=_same_op_jvp("mean"), extra={"method": False})
+              jvp=_same_op_jvp("mean"), extra={"method": False, "save_needs": {}})
 _mean_dim = defop("mean.dim", meta=_mean_meta, cpu=_mean_cpu, backward=_mean_backward,
-                  jvp=_same_op_jvp("mean.dim"), node="MeanBackward1", extra={"method": False})
+                  jvp=_same_op_jvp("mean.dim"), node="MeanBackward1",
+                  extra={"method": False, "save_needs": {}})
 
 
 def mean(input: Tensor, *args, **kwargs) -> Tensor:

@@ -21,20 +21,20 @@ from refimpl.ops._registry import REGISTRY, TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
     check_nonempty,
+    named_result,
     not_implemented,
     reduce_dims,
     reduced_shape,
     restore_dims,
-    return_types,
     select_backward,
     select_jvp,
-    structseq,
+    structseq_pair,
     tie_mask,
 )
 
-structseq("max")
-structseq("min")
-structseq("aminmax", ("min", "max"))
+structseq_pair("max")
+structseq_pair("min")
+structseq_pair("aminmax", ("min", "max"))
 
 
 def _full_meta(input) -> TensorSpec:
@@ -104,7 +104,7 @@ def _declare(name: str, np_fn, np_arg):
                  saves=("inputs", "outputs"), extra={"method": False})
     with_dim = defop(f"{name}.dim", meta=_dim_meta, cpu=_extreme_dim_cpu(name, np_arg),
                      backward=_dim_backward, jvp=_dim_jvp, node=f"{name.title()}Backward0",
-                     diff_outputs=(0,), saves=("inputs", "outputs"), extra={"method": False})
+                     diff_outputs=(0,), saves=("outputs",), extra={"method": False})
     return full, with_dim
 
 
@@ -125,7 +125,7 @@ def _extreme(name: str, full, with_dim, binary: str, input, args, kwargs):
     if not isinstance(first, int):
         raise bad_args(name, type(first).__name__ if args else
                        f"dim={type(first).__name__}, ")
-    return getattr(return_types, name)(*with_dim(input, first, *rest, **kwargs))
+    return named_result(name, with_dim(input, first, *rest, **kwargs), kwargs.get("out"))
 
 
 _MISSING = object()
@@ -243,7 +243,7 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False, out
     kwargs = {"dim": dim, "keepdim": keepdim} if dim is not None else {"keepdim": keepdim}
     if out is not None:
         kwargs["out"] = out
-    return return_types.aminmax(*_aminmax(input, **kwargs))
+    return named_result("aminmax", _aminmax(input, **kwargs), out)
 
 
 # -- argmax, argmin --------------------------------------------------------------------

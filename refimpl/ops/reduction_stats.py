@@ -184,9 +184,10 @@ var = defop("var", meta=lambda *a, **k: (_check_float("var", a[0]), _var_meta(*a
 std = defop("std", meta=lambda *a, **k: (_check_float("std", a[0]), _var_meta(*a, **k))[1],
             cpu=_std_cpu, backward=_std_backward, jvp=_std_jvp, saves=_OUT)
 var_mean = defop("var_mean", meta=_pair_meta("var_mean"), cpu=_var_mean_cpu,
-                 backward=_pair_backward(False), jvp=_pair_jvp(False))
+                 backward=_pair_backward(False), jvp=_pair_jvp(False), extra={"method": False})
 std_mean = defop("std_mean", meta=_pair_meta("std_mean"), cpu=_std_mean_cpu,
-                 backward=_pair_backward(True), jvp=_pair_jvp(True), saves=_OUT)
+                 backward=_pair_backward(True), jvp=_pair_jvp(True), saves=_OUT,
+                 extra={"method": False})
 
 # -- vector norm, norm, dist --------------------------------------------------------------
 

@@ -17,13 +17,13 @@ from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.reduction import (
     _sum_dtype,
     cast_input,
+    named_result,
     not_implemented,
-    return_types,
-    structseq,
+    structseq_pair,
 )
 
-structseq("cummax")
-structseq("cummin")
+structseq_pair("cummax")
+structseq_pair("cummin")
 
 
 def _scan_args(input, dim, *, dtype=None):
@@ -68,7 +68,7 @@ def _cumsum_jvp(ctx, tangent, *_):
 
 
 cumsum = defop("cumsum", meta=_scan_meta, cpu=_scan_cpu("cumsum", np.cumsum),
-               backward=_cumsum_backward, jvp=_cumsum_jvp)
+               backward=_cumsum_backward, jvp=_cumsum_jvp, extra={"save_needs": {}})
 
 
 def _cumprod_matrix(x: Tensor, d: int) -> Tensor:
@@ -173,7 +173,9 @@ def _declare(name: str, ufunc):
 
     def public(input: Tensor, dim: int, *, out=None):
         kwargs = {} if out is None else {"out": out}
-        return getattr(return_types, name)(*op(input, dim, **kwargs))
+        if not input.dim() and dim not in (0, -1):
+            raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got {dim}")
+        return named_result(name, op(input, dim, **kwargs), out)
 
     public.__name__ = public.__qualname__ = name
     return public

@@ -39,6 +39,22 @@ def _promote(tensors) -> D.dtype:
     return dtype
 
 
+def layout_like(values: np.ndarray, like: Tensor) -> Tensor:
+    """A fresh tensor of ``values`` laid out in memory in ``like``'s dim order (its dims
+    sorted by stride), as torch's TensorIterator allocates outputs: a transposed input
+    gives a transposed result."""
+    n = values.ndim
+    order = sorted(range(n), key=lambda d: (-like._stride[d], d))
+    if order == list(range(n)):
+        return Tensor._from_array(np.array(values, copy=True, order="C"))
+    buf = np.array(values.transpose(order), copy=True, order="C")
+    stride = [0] * n
+    for k, st in zip(order, contiguous_strides(buf.shape)):
+        stride[k] = st
+    flat = Tensor._from_array(buf)
+    return Tensor._make(flat._storage, values.shape, tuple(stride), 0, flat.dtype)
+
+
 def _zeros(shape, like) -> Tensor:
     from refimpl.ops.factories import zeros
 
@@ -66,7 +82,6 @@ def _cat_geometry(tensors, dim: int) -> tuple:
                                "concatenated")
     kept = [(i, x) for i, x in enumerate(tensors) if not _skipped(x)]
     if not kept:
-        wrap_dim(dim, 1)
         return (0,), 0
     first = kept[0][1]
     d = wrap_dim(dim, first.dim())
@@ -228,7 +243,7 @@ def _flip_dims(self: Tensor, dims) -> tuple:
 def _flip_cpu(self: Tensor, *dims) -> np.ndarray:
     axes = _flip_dims(self, dims_args(dims))
     arr = self._np
-    return np.ascontiguousarray(np.flip(arr, axes) if arr.ndim else arr)
+    return layout_like(np.flip(arr, axes) if arr.ndim else arr, self)
 
 
 flip = defop(
@@ -271,7 +286,7 @@ def _roll_cpu(self: Tensor, shifts, dims=None) -> np.ndarray:
     arr = self._np
     if not dims:
         return np.roll(arr.reshape(-1), shifts[0]).reshape(arr.shape)
-    return np.ascontiguousarray(np.roll(arr, shifts, dims))
+    return np.roll(arr, shifts, dims)
 
 
 def _roll_inverse(ctx) -> tuple:
@@ -365,10 +380,10 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
     ``repeat_interleave(counts)`` alone gives the index vector ``[0]*c0 + [1]*c1 + ...``."""
     if repeats is None:
         return _repeats_to_indices(input, output_size)
-    if isinstance(repeats, Tensor) and repeats.dim() == 0:
-        repeats = int(repeats.item())
     x = input.flatten() if dim is None else input
     d = wrap_dim(0 if dim is None else dim, input.dim())
+    if isinstance(repeats, Tensor) and repeats.dim() == 0:
+        repeats = repeats.reshape(1).expand(x.shape[d])
     if not isinstance(repeats, Tensor):
         if repeats < 0:
             raise RuntimeError("Repeats must be non-negative")
@@ -398,7 +413,7 @@ def _tri(name: str, fn):
         return diagonal
 
     def cpu(self: Tensor, diagonal=0) -> np.ndarray:
-        return np.ascontiguousarray(fn(self._np, check(self, diagonal)))
+        return fn(self._np, check(self, diagonal))
 
     def k(ctx) -> int:
         return ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("diagonal", 0)
@@ -570,9 +585,31 @@ def meshgrid(*tensors, indexing: str | None = None) -> tuple:
 
 
 __all__ = [
-    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
-    "column_stack", "flip", "fliplr", "flipud", "roll", "repeat", "tile", "repeat_interleave",
-    "tril", "triu", "diag", "diag_embed", "diagonal_copy", "broadcast_tensors", "atleast_1d",
-    "atleast_2d", "atleast_3d", "meshgrid",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "broadcast_tensors",
+    "cat",
+    "column_stack",
+    "concat",
+    "concatenate",
+    "diag",
+    "diag_embed",
+    "diagonal_copy",
+    "dstack",
+    "flip",
+    "fliplr",
+    "flipud",
+    "hstack",
+    "meshgrid",
+    "repeat",
+    "repeat_interleave",
+    "roll",
+    "row_stack",
+    "stack",
+    "tile",
+    "tril",
+    "triu",
+    "vstack",
 ]
 TENSOR_METHODS = ("fliplr", "flipud", "tile", "repeat_interleave", "diag")

@@ -11,6 +11,7 @@ gradient of a gradient is again a view op.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -338,7 +339,7 @@ def tensor_split(self: Tensor, indices_or_sections=None, dim: int = 0, *, sectio
         bounds = [0]
         for i in range(n):
             bounds.append(bounds[-1] + small + (1 if i < extra else 0))
-    return tuple(slice_op(self, d, a, b, 1) for a, b in zip(bounds[:-1], bounds[1:]))
+    return tuple(slice_op(self, d, a, b, 1) for a, b in itertools.pairwise(bounds))
 
 
 def _unbind_meta(self: Tensor, dim: int = 0) -> tuple:
@@ -487,6 +488,18 @@ unfold = defop(
     backward=lambda ctx, g: (unfold_backward(g, ctx.args[0].shape, *ctx.args[1:4]),),
     jvp=lambda ctx, t, *_: None if t is None else t.unfold(*ctx.args[1:4]))
 
-__all__ = ["select", "narrow", "split", "split_with_sizes", "chunk", "tensor_split", "unbind",
-           "diagonal", "as_strided", "select_backward", "slice_backward", "diagonal_backward"]
+__all__ = [
+    "as_strided",
+    "chunk",
+    "diagonal",
+    "diagonal_backward",
+    "narrow",
+    "select",
+    "select_backward",
+    "slice_backward",
+    "split",
+    "split_with_sizes",
+    "tensor_split",
+    "unbind",
+]
 TENSOR_METHODS = ("narrow", "split", "chunk", "tensor_split")

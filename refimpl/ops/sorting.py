@@ -10,6 +10,8 @@ values always agree with torch, the indices among equal values may not.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from refimpl import _dtype as D
@@ -19,18 +21,18 @@ from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
     check_nonempty,
+    named_result,
     not_implemented,
     reduce_dims,
     reduced_shape,
-    return_types,
     select_backward,
     select_jvp,
-    structseq,
+    structseq_pair,
     tie_mask,
 )
 
 for _name in ("sort", "topk", "kthvalue", "median", "nanmedian", "mode"):
-    structseq(_name)
+    structseq_pair(_name)
 
 
 def stable_argsort(arr: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
@@ -91,14 +93,14 @@ def _sort_meta(input, dim=-1, descending=False, *, stable=False) -> tuple:
 _sort = defop("sort", meta=_sort_meta, cpu=_sort_cpu,
               backward=_selected_backward(lambda ctx: _arg(ctx, 1, "dim", -1)),
               jvp=_selected_jvp(lambda ctx: _arg(ctx, 1, "dim", -1)), diff_outputs=(0,),
-              saves=("inputs", "outputs"), extra={"method": False})
+              saves=("outputs",), extra={"method": False})
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False,
          out=None):
     """``(values, indices)`` sorted along ``dim``; always stable (TENSOR-340)."""
     kwargs = {} if out is None else {"out": out}
-    return return_types.sort(*_sort(input, dim, descending, stable=stable, **kwargs))
+    return named_result("sort", _sort(input, dim, descending, stable=stable, **kwargs), out)
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, *,
@@ -135,17 +137,16 @@ def _topk_cpu(input, k, dim=-1, largest=True, sorted=True) -> tuple:
     if input.dtype is D.bool_:
         raise RuntimeError("topk does not support bool dtypes on CPU")
     arr = _as_nd(input)
+    if not input.dim():  # k is 0 or 1; torch returns the element either way
+        return np_result(arr.reshape(()), input.dtype), np.zeros((), np.int64)
     order = np.take(stable_argsort(arr, d, bool(largest)), np.arange(k), axis=d)
-    values = _pick_along(arr, order, d)
-    if not input.dim():
-        values, order = values.reshape(()), order.reshape(())
-    return np_result(values, input.dtype), order
+    return np_result(_pick_along(arr, order, d), input.dtype), order
 
 
 _topk = defop("topk", meta=_topk_meta, cpu=_topk_cpu,
               backward=_selected_backward(lambda ctx: _arg(ctx, 2, "dim", -1)),
               jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1)), diff_outputs=(0,),
-              saves=("inputs", "outputs"), extra={"method": False})
+              saves=("outputs",), extra={"method": False})
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,
@@ -153,7 +154,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     """The ``k`` largest (or smallest) elements along ``dim`` as ``(values, indices)``,
     always in sorted order (TENSOR-342)."""
     kwargs = {} if out is None else {"out": out}
-    return return_types.topk(*_topk(input, k, dim, largest, sorted, **kwargs))
+    return named_result("topk", _topk(input, k, dim, largest, sorted, **kwargs), out)
 
 
 def _kth_meta(input, k, dim=-1, keepdim=False) -> tuple:
@@ -189,13 +190,13 @@ _kthvalue = defop("kthvalue", meta=_kth_meta, cpu=_kth_cpu,
                                               lambda ctx: _arg(ctx, 3, "keepdim", False)),
                   jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1),
                                     lambda ctx: _arg(ctx, 3, "keepdim", False)),
-                  diff_outputs=(0,), saves=("inputs", "outputs"), extra={"method": False})
+                  diff_outputs=(0,), saves=("outputs",), extra={"method": False})
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, *, out=None):
     """The ``k``-th smallest element along ``dim`` (1-based) and its index (TENSOR-343)."""
     kwargs = {} if out is None else {"out": out}
-    return return_types.kthvalue(*_kthvalue(input, k, dim, keepdim, **kwargs))
+    return named_result("kthvalue", _kthvalue(input, k, dim, keepdim, **kwargs), out)
 
 
 # -- median, nanmedian, mode -----------------------------------------------------------
@@ -232,7 +233,7 @@ def _median_dim_cpu(name: str, ignore_nan: bool):
     def kernel(input, dim, keepdim=False) -> tuple:
         axes = reduce_dims(input, dim)
         _median_check(name, input)
-        check_nonempty(name, input, axes, False)
+        check_nonempty("median", input, axes, False)
         d = axes[0] if axes else 0
         arr = _as_nd(input)
         order = stable_argsort(arr, d)
@@ -267,7 +268,7 @@ def _declare_median(name: str, ignore_nan: bool):
     with_dim = defop(f"{name}.dim", meta=_kth_meta_dim, cpu=_median_dim_cpu(name, ignore_nan),
                      backward=_selected_backward(_dim_of, _keepdim_of),
                      jvp=_selected_jvp(_dim_of, _keepdim_of), diff_outputs=(0,),
-                     node=f"{name.title()}Backward1", saves=("inputs", "outputs"),
+                     node=f"{name.title()}Backward1", saves=("outputs",),
                      extra={"method": False})
 
     def public(input: Tensor, *args, **kwargs):
@@ -278,7 +279,7 @@ def _declare_median(name: str, ignore_nan: bool):
         dim = args[0] if args else kwargs["dim"]
         if not isinstance(dim, int):
             raise bad_args(name, type(dim).__name__)
-        return getattr(return_types, name)(*with_dim(input, *args, **kwargs))
+        return named_result(name, with_dim(input, *args, **kwargs), kwargs.get("out"))
 
     public.__name__ = public.__qualname__ = name
     return public
@@ -318,14 +319,14 @@ def _mode_cpu(input, dim=-1, keepdim=False) -> tuple:
 _mode = defop("mode", meta=lambda input, dim=-1, keepdim=False: _kth_meta(input, 1, dim, keepdim),
               cpu=_mode_cpu, backward=_selected_backward(_dim_of, _keepdim_of),
               jvp=_selected_jvp(_dim_of, _keepdim_of), diff_outputs=(0,),
-              saves=("inputs", "outputs"), extra={"method": False})
+              saves=("outputs",), extra={"method": False})
 
 
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False, *, out=None):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones)
     and an index where it occurs (TENSOR-346)."""
     kwargs = {} if out is None else {"out": out}
-    return return_types.mode(*_mode(input, dim, keepdim, **kwargs))
+    return named_result("mode", _mode(input, dim, keepdim, **kwargs), out)
 
 
 # -- unique, unique_consecutive ----------------------------------------------------------
@@ -376,7 +377,7 @@ def _unique_cpu(consecutive: bool):
         else:
             d = wrap_dim(dim, input.dim())
             moved = np.moveaxis(arr, d, 0)
-            keys = moved.reshape(moved.shape[0], -1)
+            keys = moved.reshape(moved.shape[0], math.prod(moved.shape[1:]))
             order = np.arange(keys.shape[0]) if consecutive else \
                 np.lexsort(keys.T[::-1]) if keys.shape[1] else np.arange(keys.shape[0])
             starts, inv_sorted, counts = _runs(keys[order], 0)

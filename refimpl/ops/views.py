@@ -79,6 +79,8 @@ def view_strides(old_shape, old_stride, new_shape):
     numel = math.prod(old_shape)
     if numel == 0:
         return contiguous_strides(new_shape) if old_shape != tuple(new_shape) else old_stride
+    if not old_shape:
+        return (1,) * len(new_shape)
     new_stride = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base_stride = old_stride[-1] if old_stride else 1
@@ -105,11 +107,12 @@ def view_strides(old_shape, old_stride, new_shape):
     return tuple(new_stride)
 
 
-def view_spec(shape, stride, offset: int, dtype: D.dtype | None = None) -> ViewSpec:
-    """A ViewSpec, carrying a new dtype when the registry's ViewSpec has that field."""
-    if dtype is not None and "dtype" in ViewSpec._fields:
-        return ViewSpec(tuple(shape), tuple(stride), offset, dtype)  # type: ignore[call-arg]
-    return ViewSpec(tuple(shape), tuple(stride), offset)
+def alias_as(src: Tensor, shape, stride, offset: int, dtype: D.dtype) -> Tensor:
+    """A view of ``src`` read as ``dtype`` (same storage, version counter and root base)."""
+    base = src._base if src._base is not None else src
+    out = Tensor._make(src._storage, shape, stride, offset, dtype, src._version_counter, base)
+    out._is_inference = src._is_inference
+    return out
 
 
 def _same_view(ctx, tangent, name: str, *args):
@@ -507,15 +510,18 @@ alias = defop("alias", kind="view", meta=_alias_meta, saves=(), backward=lambda 
 
 
 # -- complex <-> real views -------------------------------------------------------------------
+# These views change the dtype, which a ViewSpec cannot say: they are "compute" ops whose
+# kernels return the aliasing tensor themselves (with ``_base`` set, so autograd still
+# treats the result as a view of the input).
 
-def _view_as_real_meta(self: Tensor) -> ViewSpec:
+def _view_as_real_geometry(self: Tensor) -> tuple:
     if not self.dtype.is_complex:
         raise RuntimeError("view_as_real is only supported for complex tensors")
-    return view_spec(self._shape + (2,), tuple(s * 2 for s in self._stride) + (1,),
-                     self._offset * 2, self.dtype.to_real())
+    return (self._shape + (2,), tuple(s * 2 for s in self._stride) + (1,), self._offset * 2,
+            self.dtype.to_real())
 
 
-def _view_as_complex_meta(self: Tensor) -> ViewSpec:
+def _view_as_complex_geometry(self: Tensor) -> tuple:
     if self.dtype not in (D.float32, D.float64, D.float16):
         raise RuntimeError(
             "view_as_complex is only supported for half, float and double tensors, but got a "
@@ -530,37 +536,30 @@ def _view_as_complex_meta(self: Tensor) -> ViewSpec:
         raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
     if self._offset % 2:
         raise RuntimeError("Tensor must have a storage_offset divisible by 2")
-    return view_spec(self._shape[:-1], tuple(s // 2 for s in self._stride[:-1]),
-                     self._offset // 2, self.dtype.to_complex())
+    return (self._shape[:-1], tuple(s // 2 for s in self._stride[:-1]), self._offset // 2,
+            self.dtype.to_complex())
 
 
-def _retyped(out: Tensor, dtype: D.dtype) -> Tensor:
-    # Until the dispatcher's ViewSpec carries a dtype, the alias comes back with the input's
-    # dtype and is retyped here (the geometry is already in units of ``dtype``).
-    if out.dtype is not dtype:
-        out.dtype = dtype
-        out._np_cache = None
-    return out
+def _dtype_view_op(name: str, geometry, backward, jvp):
+    def kernel(self: Tensor) -> Tensor:
+        return alias_as(self, *geometry(self))
+
+    def meta(self: Tensor) -> TensorSpec:
+        shape, _, _, dtype = geometry(self)
+        return TensorSpec(shape, dtype, self.device)
+
+    return defop(name, meta=meta, cpu=kernel, cuda=kernel, saves=(), backward=backward,
+                 jvp=jvp, extra={"method": False, "dtype_view": True})
 
 
-view_as_real_op = defop(
-    "view_as_real", kind="view", meta=_view_as_real_meta, saves=(),
-    backward=lambda ctx, g: (view_as_complex(g.contiguous()),),
-    jvp=lambda ctx, tg: None if tg is None else view_as_real(tg), extra={"method": False})
-view_as_complex_op = defop(
-    "view_as_complex", kind="view", meta=_view_as_complex_meta, saves=(),
-    backward=lambda ctx, g: (view_as_real(g),),
-    jvp=lambda ctx, tg: None if tg is None else view_as_complex(tg), extra={"method": False})
-
-
-def view_as_real(input: Tensor) -> Tensor:
-    """A real view of a complex tensor with a last dim of 2 (real, imag)."""
-    return _retyped(view_as_real_op(input), input.dtype.to_real())
-
-
-def view_as_complex(input: Tensor) -> Tensor:
-    """A complex view of a real tensor whose last dim is (real, imag) with stride 1."""
-    return _retyped(view_as_complex_op(input), input.dtype.to_complex())
+view_as_real = _dtype_view_op(
+    "view_as_real", _view_as_real_geometry,
+    lambda ctx, g: (view_as_complex(g.contiguous()),),
+    lambda ctx, tg: None if tg is None else view_as_real(tg))
+view_as_complex = _dtype_view_op(
+    "view_as_complex", _view_as_complex_geometry,
+    lambda ctx, g: (view_as_real(g),),
+    lambda ctx, tg: None if tg is None else view_as_complex(tg))
 
 
 def real(input: Tensor) -> Tensor:
@@ -578,9 +577,27 @@ def imag(input: Tensor) -> Tensor:
 
 
 __all__ = [
-    "view_as", "reshape", "flatten", "unflatten", "transpose", "swapaxes", "swapdims", "t",
-    "permute", "movedim", "moveaxis", "expand_as", "broadcast_to", "squeeze", "unsqueeze",
-    "view_as_real", "view_as_complex", "real", "imag", "infer_size", "view_strides",
+    "broadcast_to",
+    "expand_as",
+    "flatten",
+    "imag",
+    "infer_size",
+    "moveaxis",
+    "movedim",
+    "permute",
+    "real",
+    "reshape",
+    "squeeze",
+    "swapaxes",
+    "swapdims",
+    "t",
+    "transpose",
+    "unflatten",
+    "unsqueeze",
+    "view_as",
+    "view_as_complex",
+    "view_as_real",
+    "view_strides",
 ]
 TENSOR_METHODS = (
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "swapaxes", "swapdims",

@@ -3,9 +3,10 @@
 ``t_``, ``transpose_`` (``swapaxes_``/``swapdims_``), ``squeeze_``, ``unsqueeze_`` and
 ``as_strided_`` give ``self`` the metadata of the matching view op, keep its identity and
 storage, and bump its version like any in-place op. They are declared with
-``extra={"writes_input0": True, "inplace_view": True}``: their backward formulas read
-``ctx.args[0]``'s metadata as it was *before* the call, which the autograd layer must
-snapshot (torch saves the sizes).
+``extra={"writes_input0": True, "inplace_view": True}``. Their backward formulas need
+``self``'s metadata from *before* the call (torch saves the sizes), but ``ctx.args[0]``
+is ``self`` as it is after it: the Python wrappers pass the old geometry as the private
+keyword ``_input_geometry``, which the kernels ignore.
 
 ``resize_``/``resize_as_`` are plain methods (torch refuses them on tensors that require
 grad, so autograd never sees them): contiguous strides for the new shape, the storage grown
@@ -16,9 +17,13 @@ from __future__ import annotations
 
 from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
 from refimpl.ops._registry import TensorSpec, defop
-from refimpl.ops.slicing import _input_geometry, as_strided_backward, as_strided_geometry
+from refimpl.ops.slicing import as_strided_backward, as_strided_geometry
 from refimpl.ops.views import (
-    _squeeze_geometry, size_args, squeeze_dims, t_geometry, transpose_geometry,
+    _squeeze_geometry,
+    size_args,
+    squeeze_dims,
+    t_geometry,
+    transpose_geometry,
     unsqueeze_geometry,
 )
 
@@ -28,7 +33,7 @@ _INPLACE_VIEW = {"writes_input0": True, "inplace_view": True}
 def _restrider(geometry):
     """A kernel that gives ``self`` the metadata ``geometry(self, ...)`` computes."""
 
-    def kernel(self: Tensor, *args, **kwargs) -> Tensor:
+    def kernel(self: Tensor, *args, _input_geometry=None, **kwargs) -> Tensor:
         spec = geometry(self, *args, **kwargs)
         self._set_metadata(spec.shape, spec.stride, spec.offset)
         self._version_counter.bump()
@@ -38,7 +43,7 @@ def _restrider(geometry):
 
 
 def _meta(geometry):
-    def meta(self: Tensor, *args, **kwargs) -> TensorSpec:
+    def meta(self: Tensor, *args, _input_geometry=None, **kwargs) -> TensorSpec:
         return TensorSpec(geometry(self, *args, **kwargs).shape, self.dtype, self.device)
 
     return meta
@@ -66,8 +71,12 @@ def swapaxes_(self: Tensor, axis0: int, axis1: int) -> Tensor:
 swapdims_ = swapaxes_
 
 
+def _old_geometry(self: Tensor) -> tuple:
+    return self._shape, self._stride, self._offset
+
+
 def _squeeze_back(ctx, g):
-    return (g.reshape(ctx.args[0].shape),)
+    return (g.reshape(ctx.kwargs["_input_geometry"][0]),)
 
 
 def _squeeze_jvp(ctx, tg, *_):
@@ -89,11 +98,12 @@ for _op in (squeeze_all_, squeeze_dim_, squeeze_dims_):
 
 def squeeze_(self: Tensor, dim=None) -> Tensor:
     """In-place ``squeeze``: ``self`` loses its size-1 dims (all, one, or a tuple)."""
+    old = _old_geometry(self)
     if dim is None:
-        return squeeze_all_(self)
+        return squeeze_all_(self, _input_geometry=old)
     if isinstance(dim, int):
-        return squeeze_dim_(self, dim)
-    return squeeze_dims_(self, tuple(dim))
+        return squeeze_dim_(self, dim, _input_geometry=old)
+    return squeeze_dims_(self, tuple(dim), _input_geometry=old)
 
 
 unsqueeze_ = _inplace_view(
@@ -104,13 +114,20 @@ unsqueeze_ = _inplace_view(
 
 def _as_strided_back(ctx, g):
     off = ctx.args[3] if len(ctx.args) > 3 else ctx.kwargs.get("storage_offset")
-    geom = _input_geometry(ctx.args[0])
+    geom = ctx.kwargs["_input_geometry"]
     return (as_strided_backward(g, geom, tuple(ctx.args[1]), tuple(ctx.args[2]),
                                 geom[2] if off is None else off),)
 
 
-as_strided_ = _inplace_view("as_strided_", as_strided_geometry, "AsStridedBackward1",
-                            _as_strided_back)
+as_strided_op_ = _inplace_view("as_strided_", as_strided_geometry, "AsStridedBackward1",
+                               _as_strided_back)
+as_strided_op_.extra["method"] = False
+
+
+def as_strided_(self: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """In-place ``as_strided``: ``self`` gets exactly this metadata over its storage."""
+    return as_strided_op_(self, size, stride, storage_offset,
+                          _input_geometry=_old_geometry(self))
 
 
 def _storage_bytes(shape, stride, offset: int, itemsize: int) -> int:
@@ -144,4 +161,6 @@ def resize_as_(self: Tensor, the_template: Tensor, memory_format=None) -> Tensor
 
 
 __all__: list = []
-TENSOR_METHODS = ("swapaxes_", "swapdims_", "squeeze_", "resize_", "resize_as_")
+TENSOR_METHODS = (
+    "swapaxes_", "swapdims_", "squeeze_", "as_strided_", "resize_", "resize_as_",
+)

@@ -54,7 +54,7 @@ def _hermitian(self: Tensor) -> Tensor:
         extra = " For batches of matrices, consider using tensor.mH" if self.dim() > 2 else ""
         raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got "
                            f"{self.dim()}-D tensor.{extra}")
-    return _conj(views.permute(self, [1, 0]))
+    return _conj(views.transpose(self, 0, 1))
 
 
 def adjoint(input: Tensor) -> Tensor:

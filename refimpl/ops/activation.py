@@ -1,0 +1,211 @@
+"""Activation functions: relu, threshold, logit, gelu, silu, softplus, hardtanh
+(spec: TENSOR-360 and following).
+
+``relu``, ``threshold`` and ``logit`` are in torch's namespace and Tensor methods;
+``gelu``, ``silu``, ``softplus`` and ``hardtanh`` live in ``torch.nn.functional``
+and are defined here (not exported at the top level) for a functional module to
+re-export.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl.ops import _special
+from refimpl.ops._registry import defop
+from refimpl.ops.elementwise import (
+    FLOATING,
+    INEXACT,
+    REAL,
+    Unary,
+    checked_scalar,
+    conj,
+    fit,
+    inplace,
+)
+from refimpl.ops.elementwise_binary import where
+
+_SQRT_2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _arg(dtype: D.dtype) -> D.dtype:
+    """The type torch converts scalar arguments to: float for float16/bfloat16."""
+    return D.float32 if dtype in (D.float16, D.bfloat16) else dtype
+
+
+def _const(v, x: np.ndarray) -> np.ndarray:
+    return np.asarray(v).astype(x.dtype)
+
+
+# -- relu / threshold ---------------------------------------------------------------------------
+
+
+def _relu_check(x, **_) -> None:
+    if x.dtype is D.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    if x.dtype.category == 3:
+        raise NotImplementedError("clamp is not supported for complex types")
+
+
+_relu_impl = Unary(lambda x: np.maximum(x, np.zeros((), x.dtype)), result="same",
+                   check=_relu_check)
+relu = defop("relu", meta=_relu_impl.meta, cpu=_relu_impl.cpu,
+             backward=lambda ctx, g: (where(ctx.outputs[0] <= 0, 0, g),),
+             jvp=lambda ctx, t: where(ctx.outputs[0] <= 0, 0, t), saves=("outputs",))
+relu_ = inplace(relu)
+
+
+def _threshold(x, threshold, value):
+    return np.where(x <= _const(threshold, x), _const(value, x), x)
+
+
+class _Scalars(Unary):
+    """A unary op whose scalar arguments are converted with torch's overflow check."""
+
+    def cpu(self, x, *args, **kwargs):
+        self.prepare(x, args, kwargs)  # torch checks the arguments before converting them
+        dt = _arg(x.dtype)
+        args = tuple(checked_scalar(a, dt) if a is not None else None for a in args)
+        kwargs = {k: checked_scalar(v, dt) if isinstance(v, (int, float, complex)) else v
+                  for k, v in kwargs.items()}
+        return Unary.cpu(self, x, *args, **kwargs)
+
+
+_threshold_impl = _Scalars(_threshold, result="same", allow=REAL - {D.bool_},
+                           kernel="threshold_cpu")
+threshold = defop(
+    "threshold", meta=_threshold_impl.meta, cpu=_threshold_impl.cpu,
+    backward=lambda ctx, g: (where(ctx.args[0] <= ctx.args[1], 0, g),),
+    jvp=lambda ctx, t, *_: where(ctx.args[0] <= ctx.args[1], 0, t), extra={"method": False})
+threshold_ = inplace(threshold)
+
+# -- logit ----------------------------------------------------------------------------------------
+
+
+def _logit(x, eps=None):
+    if eps is not None:  # torch's order of tests, also for eps > 0.5
+        lo = _const(eps, x)
+        hi = 1 - lo
+        x = np.where(x < lo, lo, np.where(x > hi, hi, x))
+    return np.log(x / (1 - x))
+
+
+def _logit_backward(ctx, g):
+    x = ctx.args[0]
+    eps = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("eps")
+    d = g / (x * (1 - x))
+    if eps is None:
+        return (where((x < 0).logical_or(x > 1), float("nan"), d),)
+    return (where((x < eps).logical_or(x > 1 - eps), 0, d),)
+
+
+_logit_impl = Unary(_logit, result="float", allow=REAL, kernel="logit_cpu")
+logit = defop("logit", meta=_logit_impl.meta, cpu=_logit_impl.cpu, backward=_logit_backward,
+              jvp=lambda ctx, t, *_: fit(_logit_backward(ctx, t)[0], ctx.outputs[0]))
+logit_ = inplace(logit)
+
+# -- gelu / silu / softplus / hardtanh -------------------------------------------------------------
+
+
+def _gelu_check(x, approximate: str = "none") -> None:
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+def _gelu(x, approximate="none"):
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + np.tanh(inner))
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1 + _special.erf(x64 / _SQRT_2))).astype(x.dtype)
+
+
+def _gelu_grad(x, approximate):
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+        th = inner.tanh()
+        dinner = (x * x * (3 * 0.044715) + 1) * _SQRT_2_OVER_PI
+        return (th + 1) * 0.5 + x * 0.5 * (1 - th * th) * dinner
+    cdf = ((x / _SQRT_2).erf() + 1) * 0.5
+    pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
+    return cdf + x * pdf
+
+
+_gelu_impl = Unary(_gelu, result="same", allow=FLOATING, kernel="GeluKernelImpl",
+                   check=_gelu_check)
+gelu = defop(
+    "gelu", meta=_gelu_impl.meta, cpu=_gelu_impl.cpu,
+    backward=lambda ctx, g: (g * _gelu_grad(ctx.args[0], ctx.kwargs.get("approximate", "none")),),
+    jvp=lambda ctx, t: t * _gelu_grad(ctx.args[0], ctx.kwargs.get("approximate", "none")),
+    extra={"method": False})
+gelu_ = inplace(gelu)
+
+
+def _silu_grad(x):
+    s = x.sigmoid()
+    return s * (1 + x * (1 - s))
+
+
+_silu_impl = Unary(lambda x: x / (1 + np.exp(-x)), result="same", allow=INEXACT,
+                   kernel="silu_cpu")
+silu = defop("silu", meta=_silu_impl.meta, cpu=_silu_impl.cpu,
+             backward=lambda ctx, g: (g * conj(_silu_grad(ctx.args[0])),),
+             jvp=lambda ctx, t: t * _silu_grad(ctx.args[0]), extra={"method": False})
+silu_ = inplace(silu)
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    b = _const(beta, x)
+    bx = x * b
+    return np.where(bx > _const(threshold, x), x, np.log1p(np.exp(bx)) / b)
+
+
+def _softplus_grad(ctx):
+    x = ctx.args[0]
+    beta = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("beta", 1.0)
+    thr = ctx.args[2] if len(ctx.args) > 2 else ctx.kwargs.get("threshold", 20.0)
+    bx = x * beta
+    z = bx.exp()
+    return where(bx > thr, 1, z / (z + 1))
+
+
+_softplus_impl = _Scalars(_softplus, result="same", allow=FLOATING, kernel="softplus_cpu")
+softplus = defop("softplus", meta=_softplus_impl.meta, cpu=_softplus_impl.cpu,
+                 backward=lambda ctx, g: (g * _softplus_grad(ctx),),
+                 jvp=lambda ctx, t, *_: t * _softplus_grad(ctx), extra={"method": False})
+
+
+def _hardtanh_check(x, min_val=-1.0, max_val=1.0) -> None:
+    if x.dtype is D.bool_:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    if x.dtype is D.uint8 and (int(min_val) < 0 or int(max_val) < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+    if x.dtype.category == 3:
+        raise NotImplementedError("clamp is not supported for complex types")
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0):
+    return np.minimum(np.maximum(x, _const(min_val, x)), _const(max_val, x))
+
+
+def _hardtanh_mask(ctx):
+    x = ctx.args[0]
+    lo = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("min_val", -1.0)
+    hi = ctx.args[2] if len(ctx.args) > 2 else ctx.kwargs.get("max_val", 1.0)
+    return (x <= lo).logical_or(x >= hi)
+
+
+_hardtanh_impl = _Scalars(_hardtanh, result="same", check=_hardtanh_check)
+hardtanh = defop("hardtanh", meta=_hardtanh_impl.meta, cpu=_hardtanh_impl.cpu,
+                 backward=lambda ctx, g: (where(_hardtanh_mask(ctx), 0, g),),
+                 jvp=lambda ctx, t, *_: where(_hardtanh_mask(ctx), 0, t),
+                 extra={"method": False})
+hardtanh_ = inplace(hardtanh)
+
+
+__all__ = ["logit", "relu", "threshold", "threshold_"]

@@ -1,0 +1,301 @@
+"""The clamp family: clamp/clip, clamp_min, clamp_max (spec: TENSOR-340 and following).
+
+Each has a scalar-bound overload and a tensor-bound overload (torch records different
+autograd nodes for them: ``ClampBackward1`` / ``ClampBackward0``); mixing a tensor and
+a scalar bound is torch's TypeError. NaN in the input or a bound propagates; where
+``min > max`` the result is ``max``.
+
+Scalar bounds: a floating input keeps its dtype (bounds are converted with torch's
+overflow check); other inputs promote with the bounds (``clamp(int_tensor, 0.5)`` is
+float). Tensor bounds promote like any binary op and broadcast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+from refimpl.ops._helpers import result_type
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.elementwise import (
+    REAL,
+    _hidden,
+    checked_scalar,
+    compute_dtype,
+    finish,
+    fit,
+    inplace,
+    not_implemented,
+    operand,
+    out_device,
+    unbroadcast,
+)
+from refimpl.ops.elementwise_binary import _CPP_NAMES, broadcast_all, where
+
+_COMPLEX_MSG = "clamp is not supported for complex types"
+
+
+def _both_none(lo, hi) -> None:
+    if lo is None and hi is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+
+
+def _scalar_dtype(x: Tensor, lo, hi, inplace: bool = False) -> D.dtype:
+    """torch's clamp: floating inputs keep their dtype; others promote with the bounds.
+
+    In place, a promoted dtype is refused with torch's message (before the complex check).
+    """
+    if x.dtype.category == 3:
+        raise NotImplementedError(_COMPLEX_MSG)
+    dtype = x.dtype
+    if dtype.category != 2:
+        dtype = result_type(x, *(b for b in (lo, hi) if b is not None))
+        if inplace and dtype is not x.dtype:
+            raise RuntimeError(f"result type {D.type_name(dtype)} can't be cast to the "
+                               f"desired output type {_CPP_NAMES[x.dtype]}")
+        if dtype.category == 3:
+            raise NotImplementedError(_COMPLEX_MSG)
+    return dtype
+
+
+def _compute(x, lo, hi, dtype: D.dtype, shape: tuple) -> np.ndarray:
+    cdt = compute_dtype(dtype)
+    r = operand(x, dtype, cdt)
+    with np.errstate(all="ignore"):
+        if lo is not None:
+            r = np.maximum(r, operand(lo, dtype, cdt))
+        if hi is not None:
+            r = np.minimum(r, operand(hi, dtype, cdt))
+    return finish(r, dtype, shape)
+
+
+def _bound_value(v, dtype: D.dtype):
+    if v is None:
+        return None
+    if dtype.category == 2:
+        v = checked_scalar(v, D.float64)  # torch reads the bound as a double first
+    return checked_scalar(v, dtype)
+
+
+def _scalar_meta(self, min=None, max=None) -> TensorSpec:  # noqa: A002 - torch's names
+    _both_none(min, max)
+    return TensorSpec(self._shape, _scalar_dtype(self, min, max), self.device)
+
+
+def _scalar_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
+    dtype = _scalar_meta(self, min, max).dtype
+    if dtype is D.bool_:
+        kernel = ("clamp_scalar_cpu" if min is not None and max is not None
+                  else "clamp_min_scalar_cpu" if min is not None else "clamp_max_scalar_cpu")
+        raise not_implemented(kernel, dtype)
+    return _compute(self, _bound_value(min, dtype), _bound_value(max, dtype), dtype,
+                    self._shape)
+
+
+def _tensor_meta(self, min=None, max=None, *, check_self: bool = True) -> TensorSpec:  # noqa: A002
+    _both_none(min, max)
+    if check_self and self.dtype.category == 3:
+        raise NotImplementedError(_COMPLEX_MSG)
+    bounds = [b for b in (min, max) if b is not None]
+    return TensorSpec(broadcast_all(self, *bounds), result_type(self, *bounds),
+                      out_device(self, *bounds))
+
+
+def _tensor_cpu(self, min=None, max=None, *, check_self: bool = True) -> np.ndarray:  # noqa: A002
+    spec = _tensor_meta(self, min, max, check_self=check_self)
+    if min is not None and max is not None:
+        kernel, allow = "clamp_cpu", REAL - {D.bool_}
+    else:
+        kernel, allow = ("maximum_cpu" if min is not None else "minimum_cpu"), REAL
+    if spec.dtype not in allow:
+        raise not_implemented(kernel, spec.dtype)
+    return _compute(self, min, max, spec.dtype, spec.shape)
+
+
+def _inside(x, lo, hi):
+    inside = None
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        upper = x <= hi
+        inside = upper if inside is None else inside.logical_and(upper)
+    return inside
+
+
+def _bounds(ctx):
+    args = ctx.args
+    return (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else None)
+
+
+def _scalar_backward(ctx, g):
+    lo, hi = _bounds(ctx)
+    return (where(_inside(ctx.args[0], lo, hi), g, 0),)
+
+
+def _scalar_jvp(ctx, t, *_):
+    lo, hi = _bounds(ctx)
+    return fit(where(_inside(ctx.args[0], lo, hi), t, 0), ctx.outputs[0])
+
+
+def _bound_masks(x, lo, hi):
+    """Where each bound wins: torch's clamp_backward_min_max (ties go to the input)."""
+    if lo is not None and hi is not None:
+        return (x < lo).logical_and(lo < hi), (x > hi).logical_or(hi < lo)
+    if lo is not None:
+        return x < lo, None
+    return None, x > hi
+
+
+def _tensor_backward(ctx, g):
+    x = ctx.args[0]
+    lo, hi = _bounds(ctx)
+    m_lo, m_hi = _bound_masks(x, lo, hi)
+    return (unbroadcast(where(_inside(x, lo, hi), g, 0), x),
+            None if m_lo is None else unbroadcast(where(m_lo, g, 0), lo),
+            None if m_hi is None else unbroadcast(where(m_hi, g, 0), hi))
+
+
+def _tensor_jvp(ctx, tx, tlo=None, thi=None):
+    x = ctx.args[0]
+    lo, hi = _bounds(ctx)
+    m_lo, m_hi = _bound_masks(x, lo, hi)
+    r = where(_inside(x, lo, hi), 0 if tx is None else tx, 0)
+    if m_lo is not None and tlo is not None:
+        r = r + where(m_lo, tlo, 0)
+    if m_hi is not None and thi is not None:
+        r = r + where(m_hi, thi, 0)
+    return fit(r, ctx.outputs[0])
+
+
+_clamp_s = defop("clamp", meta=_scalar_meta, cpu=_scalar_cpu, backward=_scalar_backward,
+                 jvp=_scalar_jvp, node="ClampBackward1", extra=_hidden())
+_clamp_t = defop("clamp.Tensor", meta=_tensor_meta, cpu=_tensor_cpu,
+                 backward=_tensor_backward, jvp=_tensor_jvp, node="ClampBackward0",
+                 extra=_hidden())
+
+
+def _one_bound(name: str, which: str):
+    """clamp_min / clamp_max: (scalar op, tensor op), argument (self, bound)."""
+
+    def s_meta(self, bound):
+        if self.dtype.category == 3 or isinstance(bound, complex):
+            raise NotImplementedError(_COMPLEX_MSG)
+        return _scalar_meta(self, **{which: bound})
+
+    def s_cpu(self, bound):
+        s_meta(self, bound)
+        return _scalar_cpu(self, **{which: bound})
+
+    def t_meta(self, bound):
+        return _tensor_meta(self, **{which: bound}, check_self=False)
+
+    def t_cpu(self, bound):
+        return _tensor_cpu(self, **{which: bound}, check_self=False)
+
+    def keep(x, b):
+        return x >= b if which == "min" else x <= b
+
+    def backward(ctx, g):
+        x, b = ctx.args[0], ctx.args[1]
+        k = keep(x, b)
+        return unbroadcast(where(k, g, 0), x), unbroadcast(where(k, 0, g), b)
+
+    def jvp(ctx, tx, tb=None):
+        x, b = ctx.args[0], ctx.args[1]
+        return fit(where(keep(x, b), 0 if tx is None else tx, 0 if tb is None else tb),
+                   ctx.outputs[0])
+
+    camel = "ClampMin" if which == "min" else "ClampMax"
+    scalar = defop(name, meta=s_meta, cpu=s_cpu, backward=backward, jvp=jvp,
+                   node=f"{camel}Backward0", extra=_hidden())
+    tensor = defop(f"{name}.Tensor", meta=t_meta, cpu=t_cpu, backward=backward, jvp=jvp,
+                   node=f"{camel}Backward1", extra=_hidden())
+    return scalar, tensor
+
+
+_min_s, _min_t = _one_bound("clamp_min", "min")
+_max_s, _max_t = _one_bound("clamp_max", "max")
+_clamp_s_, _clamp_t_ = inplace(_clamp_s), inplace(_clamp_t)
+_min_s_, _min_t_, _max_s_, _max_t_ = (inplace(op) for op in (_min_s, _min_t, _max_s, _max_t))
+
+
+def _type_name(v) -> str:
+    if isinstance(v, Tensor):
+        return "Tensor"
+    return type(v).__name__
+
+
+def _pick(name: str, input, lo, hi, tensor_op, scalar_op):
+    kinds = [isinstance(b, Tensor) for b in (lo, hi) if b is not None]
+    if kinds and all(kinds):
+        return tensor_op
+    if not any(kinds):
+        return scalar_op
+    got = ", ".join(_type_name(v) for v in (input, lo, hi) if v is not None)
+    raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                    "but expected one of:")
+
+
+def _check_inplace(self: Tensor, *bounds) -> None:
+    """Scalar in-place clamps refuse to promote ``self`` (torch's own message)."""
+    if any(isinstance(b, Tensor) for b in bounds):
+        return
+    lo = bounds[0]
+    hi = bounds[1] if len(bounds) > 1 else None
+    if lo is None and hi is None:
+        return
+    _scalar_dtype(self, lo, hi, inplace=True)
+
+
+def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
+    """Limit ``input`` to ``[min, max]``: both bounds scalars or both tensors (TENSOR-340)."""
+    op = _pick("clamp", input, min, max, _clamp_t, _clamp_s)
+    return op(input, min, max, **({} if out is None else {"out": out}))
+
+
+def clamp_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """In-place ``clamp``."""
+    op = _pick("clamp_", self, min, max, _clamp_t_, _clamp_s_)
+    _check_inplace(self, min, max)
+    return op(self, min, max)
+
+
+def clip(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
+    """Alias of ``clamp``."""
+    return clamp(input, min, max, out=out)
+
+
+def clip_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """Alias of ``clamp_``."""
+    return clamp_(self, min, max)
+
+
+def clamp_min(input: Tensor, min, *, out=None) -> Tensor:  # noqa: A002
+    """``max(input, min)`` with clamp's dtype rules."""
+    op = _min_t if isinstance(min, Tensor) else _min_s
+    return op(input, min, **({} if out is None else {"out": out}))
+
+
+def clamp_min_(self: Tensor, min) -> Tensor:  # noqa: A002
+    """In-place ``clamp_min``."""
+    _check_inplace(self, min, None)
+    return (_min_t_ if isinstance(min, Tensor) else _min_s_)(self, min)
+
+
+def clamp_max(input: Tensor, max, *, out=None) -> Tensor:  # noqa: A002
+    """``min(input, max)`` with clamp's dtype rules."""
+    op = _max_t if isinstance(max, Tensor) else _max_s
+    return op(input, max, **({} if out is None else {"out": out}))
+
+
+def clamp_max_(self: Tensor, max) -> Tensor:  # noqa: A002
+    """In-place ``clamp_max``."""
+    _check_inplace(self, None, max)
+    return (_max_t_ if isinstance(max, Tensor) else _max_s_)(self, max)
+
+
+__all__ = ["clamp", "clamp_", "clamp_max", "clamp_max_", "clamp_min", "clamp_min_", "clip",
+           "clip_"]
+TENSOR_METHODS = ("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max",
+                  "clamp_max_")

@@ -1,0 +1,675 @@
+"""Index ops along a dim or through a mask (spec: TENSOR-407, TENSOR-406):
+gather/scatter/scatter_add, index_select/index_add/index_copy/index_fill,
+masked_fill/masked_scatter/masked_select, take and take_along_dim.
+
+Each op checks its arguments with torch's messages before touching data, so a failing
+in-place call leaves ``self`` and its version untouched (TENSOR-604). In-place forms
+(``scatter_``, ``index_add_``, ...) reuse the out-of-place op through ``inplace``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor, wrap_dim
+from refimpl.ops._helpers import broadcast_shapes, compute_np_dtype, np_result, sum_to
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.indexing import check_scalar_fits, inplace_of
+
+_C_NAMES = {
+    "bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int",
+    "int32": "int", "int64": "long int", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+    "float32": "float", "float64": "double", "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
+
+
+def _zeros(shape, like) -> Tensor:
+    from refimpl.ops.factories import zeros
+
+    return zeros(tuple(shape), dtype=like.dtype, device=like.device)
+
+
+def _same_meta(self: Tensor, *_, **__) -> TensorSpec:
+    return TensorSpec(self._shape, self.dtype, self.device)
+
+
+def _coords(index: np.ndarray, dim: int) -> tuple:
+    """For each element of ``index``, its coordinate with dim ``dim`` replaced by the index
+    value: the numpy index tuple of gather/scatter."""
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _np1d(t: Tensor) -> np.ndarray:
+    return t._np.reshape(1) if t.dim() == 0 else t._np
+
+
+def _check_bounds(idx: np.ndarray, size: int, dim: int, negative_ok: bool = False) -> None:
+    if idx.size:
+        bad = (idx >= size) | (idx < (-size if negative_ok else 0))
+        if bad.any():
+            raise RuntimeError(f"index {int(idx[bad].flat[0])} is out of bounds for dimension "
+                               f"{dim} with size {size}")
+
+
+# -- gather / scatter / scatter_add --------------------------------------------------------------
+
+def _gather_check(self: Tensor, dim: int, index: Tensor) -> int:
+    d = wrap_dim(dim, self.dim())
+    if index.dtype not in (D.int64, D.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    if max(index.dim(), 1) != max(self.dim(), 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for k in range(index.dim()):
+        if k != d and index.shape[k] > self.shape[k]:
+            raise RuntimeError(
+                f"Size does not match at dimension {k} expected index {list(index.shape)} to be "
+                f"no larger than self {list(self.shape)} apart from dimension {d}")
+    return d
+
+
+def _gather_cpu(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False):
+    d = _gather_check(self, dim, index)
+    idx = _np1d(index).astype(np.int64, copy=False)
+    arr = _np1d(self)
+    _check_bounds(idx, arr.shape[d], d)
+    return arr[_coords(idx, d)].reshape(index.shape)
+
+
+def _gather_backward(ctx, grad):
+    inp, dim, idx = ctx.args[0], ctx.args[1], ctx.args[2]
+    return (_zeros(inp.shape, grad).scatter_add(dim, idx, grad),)
+
+
+gather = defop(
+    "gather", cpu=_gather_cpu, backward=_gather_backward,
+    meta=lambda self, dim, index, **_: TensorSpec(
+        index._shape if _gather_check(self, dim, index) is not None else (), self.dtype,
+        self.device),
+    jvp=lambda ctx, t, *_: None if t is None else t.gather(ctx.args[1], ctx.args[2]),
+    extra={"save_needs": {0: (2,)}})
+
+
+def _scatter_check(self: Tensor, dim: int, index: Tensor, src=None) -> int:
+    d = wrap_dim(dim, self.dim())
+    if index.dtype not in (D.int64, D.int32):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if isinstance(src, Tensor) and src.dtype != self.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    if max(index.dim(), 1) != max(self.dim(), 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if isinstance(src, Tensor) and max(index.dim(), 1) != max(src.dim(), 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    for k in range(index.dim()):
+        too_big = k != d and index.shape[k] > self.shape[k]
+        if isinstance(src, Tensor) and (too_big or index.shape[k] > src.shape[k]):
+            raise RuntimeError(
+                f"Expected index {list(index.shape)} to be no larger than self "
+                f"{list(self.shape)} apart from dimension {d} and to be no larger size than "
+                f"src {list(src.shape)}")
+        if too_big:
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
+                               f"{list(self.shape)} apart from dimension {d}")
+    return d
+
+
+def _scatter_into(self: Tensor, dim: int, index: Tensor, src, reduce=None) -> np.ndarray:
+    d = _scatter_check(self, dim, index, src)
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if not isinstance(src, Tensor):
+        check_scalar_fits(src, self.dtype)
+    idx = _np1d(index).astype(np.int64, copy=False)
+    cd = compute_np_dtype(self.dtype)
+    out = np.array(_np1d(self), dtype=cd, copy=True)
+    _check_bounds(idx, out.shape[d], d)
+    if isinstance(src, Tensor):
+        vals = _np1d(src)[tuple(slice(0, n) for n in idx.shape)].astype(cd, copy=False)
+    else:
+        vals = np.broadcast_to(np.asarray(src).astype(cd), idx.shape)
+    coords = _coords(idx, d)
+    if reduce == "add":
+        np.add.at(out, coords, vals)
+    elif reduce == "multiply":
+        np.multiply.at(out, coords, vals)
+    else:
+        out[coords] = vals
+    return np_result(out.reshape(self._shape), self.dtype)
+
+
+def _scatter_src_backward(ctx, grad):
+    # as in torch, the src gradient has the index's shape (a larger src is an error)
+    _, dim, index, _src = ctx.args[:4]
+    g_self = grad.scatter(dim, index, 0) if ctx.needs_input_grad[0] else None
+    g_src = grad.gather(dim, index) if ctx.needs_input_grad[3] else None
+    return g_self, None, None, g_src
+
+
+def _no_derivative(ctx, *grads):
+    raise NotImplementedError("the derivative for 'scatter' with reduce is not implemented.")
+
+
+def _scatter_src_cpu(self: Tensor, dim: int, index: Tensor, src: Tensor, *, reduce=None):
+    if reduce is not None:
+        warnings.warn(
+            "The reduce argument of torch.scatter with Tensor src is deprecated and will be "
+            "removed in a future PyTorch release. Use torch.scatter_reduce instead for more "
+            "reduction options.", UserWarning, stacklevel=4)
+    return _scatter_into(self, dim, index, src, reduce)
+
+
+def _scatter_meta(self: Tensor, dim: int, index: Tensor, src, **_) -> TensorSpec:
+    _scatter_check(self, dim, index, src)
+    return _same_meta(self)
+
+
+scatter_src = defop(
+    "scatter", cpu=_scatter_src_cpu, backward=_scatter_src_backward,
+    meta=lambda self, dim, index, src, **_: _same_meta(self) if _scatter_check(
+        self, dim, index, src) is not None else None,
+    jvp=lambda ctx, ts, _d, _i, tsrc: None if ts is None and tsrc is None else (
+        ts if ts is not None else _zeros(ctx.args[0].shape, ctx.args[0])).scatter(
+        ctx.args[1], ctx.args[2], tsrc if tsrc is not None else _zeros(ctx.args[3].shape,
+                                                                       ctx.args[3])),
+    extra={"method": False, "save_needs": {0: (2,), 3: (2,)}})
+scatter_value = defop(
+    "_scatter_value", node="ScatterBackward1",
+    cpu=lambda self, dim, index, value, *, reduce=None: _scatter_into(self, dim, index, value,
+                                                                        reduce),
+    meta=lambda self, dim, index, value, **_: _same_meta(self) if _scatter_check(
+        self, dim, index) is not None else None,
+    backward=lambda ctx, g: (g.scatter(ctx.args[1], ctx.args[2], 0),),
+    jvp=lambda ctx, t, *_: None if t is None else t.scatter(ctx.args[1], ctx.args[2], 0),
+    extra={"method": False, "save_needs": {0: (2,)}})
+# scatter with reduce= has no derivative in torch: its node is "NotImplemented".
+scatter_reduce_src = defop(
+    "_scatter_reduce_src", cpu=_scatter_src_cpu, meta=_scatter_meta, saves=(),
+    backward=_no_derivative, node="NotImplemented", extra={"method": False})
+scatter_reduce_value = defop(
+    "_scatter_reduce_value", cpu=scatter_value.cpu, meta=_scatter_meta, saves=(),
+    backward=_no_derivative, node="NotImplemented", extra={"method": False})
+_SCATTER = (scatter_src, scatter_value, scatter_reduce_src, scatter_reduce_value)
+_SCATTER_ = tuple(inplace_of(op) for op in _SCATTER)
+for _op in _SCATTER_:
+    _op.extra["method"] = False
+
+
+def _scatter_dispatch(ops, self: Tensor, dim: int, index: Tensor, src=None, value=None, *,
+                      reduce=None):
+    src = value if src is None else src
+    pick = (0 if isinstance(src, Tensor) else 1) + (0 if reduce is None else 2)
+    kwargs = {} if reduce is None else {"reduce": reduce}
+    return ops[pick](self, dim, index, src, **kwargs)
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, value=None, *, reduce=None):
+    """A copy of ``input`` with ``src`` (tensor or scalar ``value``) written at ``index``
+    along ``dim``; ``reduce="add"``/``"multiply"`` combines instead of overwriting."""
+    return _scatter_dispatch(_SCATTER, input, dim, index, src, value, reduce=reduce)
+
+
+def scatter_(self: Tensor, dim: int, index: Tensor, src=None, value=None, *, reduce=None):
+    """In-place ``scatter``."""
+    return _scatter_dispatch(_SCATTER_, self, dim, index, src, value, reduce=reduce)
+
+
+def _scatter_add_backward(ctx, grad):
+    _, dim, index, _src = ctx.args[:4]
+    g_src = grad.gather(dim, index) if ctx.needs_input_grad[3] else None
+    return grad, None, None, g_src
+
+
+scatter_add = defop(
+    "scatter_add", cpu=lambda self, dim, index, src: _scatter_into(self, dim, index, src, "add"),
+    meta=lambda self, dim, index, src: _same_meta(self) if _scatter_check(
+        self, dim, index, src) is not None else None,
+    backward=_scatter_add_backward, extra={"save_needs": {3: (2,)}},
+    jvp=lambda ctx, ts, _d, _i, tsrc: None if ts is None and tsrc is None else (
+        ts if ts is not None else _zeros(ctx.args[0].shape, ctx.args[0])).scatter_add(
+        ctx.args[1], ctx.args[2], tsrc if tsrc is not None else _zeros(ctx.args[3].shape,
+                                                                       ctx.args[3])))
+scatter_add_ = inplace_of(scatter_add)
+
+
+# -- index_select / index_add / index_copy / index_fill ------------------------------------------
+
+def _vector_index(fn: str, index: Tensor) -> np.ndarray:
+    return index._np.reshape(-1).astype(np.int64, copy=False)
+
+
+def _index_select_check(self: Tensor, dim: int, index: Tensor) -> int:
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dtype not in (D.int64, D.int32):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    return d
+
+
+def _index_select_shape(self: Tensor, dim: int, index: Tensor) -> tuple:
+    d = _index_select_check(self, dim, index)
+    if self.dim() == 0:
+        return ()
+    return self._shape[:d] + (index.numel(),) + self._shape[d + 1:]
+
+
+def _index_select_cpu(self: Tensor, dim: int, index: Tensor) -> np.ndarray:
+    d = _index_select_check(self, dim, index)
+    idx = _vector_index("index_select", index)
+    arr = _np1d(self)
+    if idx.size and ((idx < 0) | (idx >= arr.shape[d])).any():
+        raise IndexError("index out of range in self")
+    return np.take(arr, idx, axis=d).reshape(
+        _index_select_shape(self, dim, index))
+
+
+index_select = defop(
+    "index_select", cpu=_index_select_cpu,
+    meta=lambda self, dim, index: TensorSpec(_index_select_shape(self, dim, index), self.dtype,
+                                             self.device),
+    backward=lambda ctx, g: (_zeros(ctx.args[0].shape, g).index_add(
+        ctx.args[1], ctx.args[2], g.reshape(_index_add_shape(ctx.args[0], ctx.args[1],
+                                                             ctx.args[2]))),),
+    jvp=lambda ctx, t, *_: None if t is None else t.index_select(ctx.args[1], ctx.args[2]),
+    extra={"save_needs": {0: (2,)}})
+
+
+def _index_add_shape(self, dim: int, index) -> tuple:
+    """Shape a source must have to be index_add'ed along ``dim`` with ``index``."""
+    shape = list(self.shape)
+    if shape:
+        shape[wrap_dim(dim, len(shape))] = index.numel()
+    return tuple(shape)
+
+
+def _index_add_check(self: Tensor, dim: int, index: Tensor, source: Tensor) -> int:
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: "
+                         f"{index.dim()} with type: {D.type_name(index.dtype)} and size: "
+                         f"{list(index.shape)}")
+    if index.dtype not in (D.int64, D.int32):
+        raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{D.type_name(index.dtype)}")
+    if self.dtype != source.dtype:
+        raise RuntimeError(f"index_add_(): self ({D.type_name(self.dtype)}) and source "
+                           f"({D.type_name(source.dtype)}) must have the same scalar type")
+    if source.dim() and d >= source.dim():
+        raise RuntimeError(f"index_add_(): Indexing dim {d} is out of bounds of the source "
+                           f"tensor with dim {source.dim()}")
+    n = source.shape[d] if source.dim() else 1
+    if index.numel() != n:
+        raise RuntimeError(f"index_add_(): Number of indices ({index.numel()}) should be equal "
+                           f"to source.size(dim): ({n}), for dim: {d}")
+    if source.dim() and tuple(source.shape[:d]) + tuple(source.shape[d + 1:]) != \
+            tuple(self.shape[:d]) + tuple(self.shape[d + 1:]):
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {list(self.shape)} "
+                           f"source.shape = {list(source.shape)}")
+    return d
+
+
+def _index_add_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1):
+    d = _index_add_check(self, dim, index, source)
+    idx = _vector_index("index_add", index)
+    cd = compute_np_dtype(self.dtype)
+    out = np.array(_np1d(self), dtype=cd, copy=True)
+    _check_bounds(idx, out.shape[d], d)
+    src = source._np.astype(cd, copy=False).reshape(_index_add_shape(out, d, index))
+    if alpha != 1:
+        src = src * (int(alpha) if self.dtype.category < 2 else alpha)
+    np.add.at(out, (slice(None),) * d + (idx,), src)
+    return np_result(out.reshape(self._shape), self.dtype)
+
+
+def _index_add_backward(ctx, grad):
+    _, dim, index, source = ctx.args[:4]
+    alpha = ctx.kwargs.get("alpha", 1)
+    g_src = None
+    if ctx.needs_input_grad[3]:
+        g_src = grad.index_select(dim, index).reshape(source.shape)
+        if alpha != 1:
+            g_src = g_src * alpha
+    return grad, None, None, g_src
+
+
+index_add = defop(
+    "index_add", cpu=_index_add_cpu, backward=_index_add_backward,
+    meta=lambda self, dim, index, source, **_: _same_meta(self) if _index_add_check(
+        self, dim, index, source) is not None else None,
+    extra={"save_needs": {3: (2,)}})
+index_add_ = inplace_of(index_add)
+
+
+def _index_copy_check(self: Tensor, dim: int, index: Tensor, source: Tensor) -> int:
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
+                         f"{index.dim()})")
+    if index.dtype is not D.int64:
+        raise RuntimeError("index_copy_(): Expected a long tensor for index, but got "
+                           f"{D.type_name(index.dtype)}")
+    if self.dtype != source.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {D.type_name(self.dtype)} and (source) "
+                           f"{D.type_name(source.dtype)}")
+    if source.dim() and self.dim() and source.dim() != self.dim():
+        raise IndexError("index_copy_(): When source and destination are not scalars, their "
+                         f"dimensionality must match. Source dimensionality ({source.dim()}), "
+                         f"destination dimensionality ({self.dim()})")
+    n = source.shape[d] if source.dim() else 1
+    if index.numel() != n:
+        raise IndexError(f"index_copy_(): Number of indices ({index.numel()}) should be equal "
+                         f"to source.size(dim) ({n})")
+    for k in range(source.dim()):
+        if k != d and source.shape[k] != self.shape[k]:
+            raise RuntimeError(
+                "index_copy_(): Source/destination tensor must have same slice shapes. "
+                f"Destination slice shape: {self.shape[k]} at dimension {d} and source slice "
+                f"shape: {source.shape[k]} at dimension 0.")
+    return d
+
+
+def _index_copy_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor) -> np.ndarray:
+    d = _index_copy_check(self, dim, index, source)
+    idx = _vector_index("index_copy", index)
+    out = np.array(_np1d(self), copy=True)
+    if idx.size and ((idx < 0) | (idx >= out.shape[d])).any():
+        bad = int(idx[(idx < 0) | (idx >= out.shape[d])][0])
+        raise IndexError(f"index_copy_(): index {bad} is out of bounds for dimension {d} with "
+                         f"size {out.shape[d]}")
+    out[(slice(None),) * d + (idx,)] = source._np.reshape(_index_add_shape(out, d, index))
+    return out.reshape(self._shape)
+
+
+def _index_copy_backward(ctx, grad):
+    _, dim, index, source = ctx.args[:4]
+    g_self = grad.index_fill(dim, index, 0) if ctx.needs_input_grad[0] else None
+    g_src = grad.index_select(dim, index).reshape(source.shape) \
+        if ctx.needs_input_grad[3] else None
+    return g_self, None, None, g_src
+
+
+index_copy = defop(
+    "index_copy", cpu=_index_copy_cpu, backward=_index_copy_backward,
+    meta=lambda self, dim, index, source: _same_meta(self) if _index_copy_check(
+        self, dim, index, source) is not None else None,
+    extra={"save_needs": {0: (2,), 3: (2,)}})
+index_copy_ = inplace_of(index_copy)
+
+
+def _index_fill_check(self: Tensor, dim: int, index: Tensor, value) -> int:
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    if index.dtype is not D.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if isinstance(value, Tensor) and value.dim():
+        raise RuntimeError("index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.dim()} dimension(s).")
+    return d
+
+
+def _index_fill_cpu(self: Tensor, dim: int, index: Tensor, value) -> np.ndarray:
+    d = _index_fill_check(self, dim, index, value)
+    value = value.item() if isinstance(value, Tensor) else value
+    check_scalar_fits(value, self.dtype)
+    idx = _vector_index("index_fill", index)
+    out = np.array(_np1d(self), copy=True)
+    size = out.shape[d]
+    if idx.size and ((idx < -size) | (idx >= size)).any():
+        bad = int(idx[(idx < -size) | (idx >= size)][0])
+        raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    with np.errstate(all="ignore"):
+        out[(slice(None),) * d + (idx,)] = np.asarray(
+            value.real if isinstance(value, complex) and not self.dtype.is_complex else value
+        ).astype(self.dtype.np)
+    from refimpl.ops.shape import layout_like
+
+    return layout_like(out.reshape(self._shape), self)
+
+
+def _index_fill_meta(self: Tensor, dim: int, index: Tensor, value) -> TensorSpec:
+    _index_fill_check(self, dim, index, value)
+    return _same_meta(self)
+
+
+index_fill_scalar = defop(
+    "index_fill", cpu=_index_fill_cpu, meta=_index_fill_meta,
+    backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0),),
+    jvp=lambda ctx, t, *_: None if t is None else t.index_fill(ctx.args[1], ctx.args[2], 0),
+    extra={"method": False, "save_needs": {0: (2,)}})
+index_fill_tensor = defop(
+    "_index_fill_tensor", cpu=_index_fill_cpu, meta=_index_fill_meta,
+    node="IndexFillBackward1",
+    backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0), None, None,
+                             g.index_select(ctx.args[1], ctx.args[2]).sum()),
+    extra={"method": False, "save_needs": {0: (2,), 3: (2,)}})
+index_fill_scalar_ = inplace_of(index_fill_scalar)
+index_fill_tensor_ = inplace_of(index_fill_tensor)
+index_fill_scalar_.extra["method"] = index_fill_tensor_.extra["method"] = False
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """A copy with every slice ``index`` along ``dim`` set to ``value``."""
+    op = index_fill_tensor if isinstance(value, Tensor) else index_fill_scalar
+    return op(input, dim, index, value)
+
+
+def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """In-place ``index_fill``."""
+    op = index_fill_tensor_ if isinstance(value, Tensor) else index_fill_scalar_
+    return op(self, dim, index, value)
+
+
+# -- masked ops -------------------------------------------------------------------------------
+
+def _masked_fill_check(self: Tensor, mask: Tensor, value) -> tuple:
+    if mask.dtype is not D.bool_:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_C_NAMES[mask.dtype.name]}")
+    if isinstance(value, Tensor) and value.dim():
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.dim()} dimension(s).")
+    return broadcast_shapes(mask._shape, self._shape)
+
+
+def _masked_fill_cpu(self: Tensor, mask: Tensor, value) -> np.ndarray:
+    shape = _masked_fill_check(self, mask, value)
+    value = value.item() if isinstance(value, Tensor) else value
+    check_scalar_fits(value, self.dtype)
+    if isinstance(value, complex) and not self.dtype.is_complex:
+        value = value.real
+    with np.errstate(all="ignore"):
+        fill = np.asarray(value).astype(self.dtype.np)
+    return np.where(np.broadcast_to(mask._np, shape), fill, np.broadcast_to(self._np, shape))
+
+
+def _masked_fill_meta(self: Tensor, mask: Tensor, value) -> TensorSpec:
+    return TensorSpec(_masked_fill_check(self, mask, value), self.dtype, self.device)
+
+
+masked_fill_scalar = defop(
+    "masked_fill", cpu=_masked_fill_cpu, meta=_masked_fill_meta,
+    backward=lambda ctx, g: (sum_to(g.masked_fill(ctx.args[1], 0), ctx.args[0].shape),),
+    jvp=lambda ctx, t, *_: None if t is None else t.masked_fill(ctx.args[1], 0),
+    extra={"method": False, "save_needs": {0: (1,)}})
+masked_fill_tensor = defop(
+    "_masked_fill_tensor", cpu=_masked_fill_cpu, meta=_masked_fill_meta,
+    node="MaskedFillBackward1",
+    backward=lambda ctx, g: (sum_to(g.masked_fill(ctx.args[1], 0), ctx.args[0].shape), None,
+                             g.masked_fill(ctx.args[1].logical_not(), 0).sum()),
+    extra={"method": False, "save_needs": {0: (1,), 2: (1,)}})
+masked_fill_scalar_ = inplace_of(masked_fill_scalar)
+masked_fill_tensor_ = inplace_of(masked_fill_tensor)
+masked_fill_scalar_.extra["method"] = masked_fill_tensor_.extra["method"] = False
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """A copy with ``value`` (a number or 0-dim tensor) where the bool ``mask`` is True."""
+    op = masked_fill_tensor if isinstance(value, Tensor) else masked_fill_scalar
+    return op(input, mask, value)
+
+
+def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
+    """In-place ``masked_fill`` (``mask`` must broadcast to ``self``'s shape)."""
+    op = masked_fill_tensor_ if isinstance(value, Tensor) else masked_fill_scalar_
+    return op(self, mask, value)
+
+
+def _masked_select_cpu(self: Tensor, mask: Tensor) -> np.ndarray:
+    if mask.dtype is not D.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shapes(mask._shape, self._shape)
+    return np.broadcast_to(self._np, shape)[np.broadcast_to(mask._np, shape)]
+
+
+def _masked_select_backward(ctx, grad):
+    inp, mask = ctx.args[0], ctx.args[1]
+    shape = broadcast_shapes(tuple(inp.shape), tuple(mask.shape))
+    full = _zeros(shape, grad).masked_scatter(mask, grad)
+    return (sum_to(full, inp.shape),)
+
+
+def _data_dependent(*_, **__):
+    raise NotImplementedError("masked_select has a data-dependent output shape (no meta "
+                              "function)")
+
+
+masked_select = defop(
+    "masked_select", cpu=_masked_select_cpu, meta=_data_dependent,
+    backward=_masked_select_backward,
+    jvp=lambda ctx, t, *_: None if t is None else t.masked_select(ctx.args[1]),
+    extra={"save_needs": {0: (1,)}})
+
+
+def _masked_scatter_check(self: Tensor, mask: Tensor, source: Tensor) -> tuple:
+    if mask.dtype is not D.bool_:
+        if mask.dtype is D.uint8:
+            warnings.warn("masked_scatter_ received a mask with dtype torch.uint8, this behavior "
+                          "is now deprecated,please use a mask with dtype torch.bool instead.",
+                          UserWarning, stacklevel=5)
+        raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {D.type_name(mask.dtype)}")
+    if self.dtype != source.dtype:
+        raise RuntimeError("masked_scatter: expected self and source to have same dtypes but "
+                           f"got{D.type_name(self.dtype)} and {D.type_name(source.dtype)}")
+    return broadcast_shapes(self._shape, mask._shape)
+
+
+def _masked_scatter_cpu(self: Tensor, mask: Tensor, source: Tensor) -> np.ndarray:
+    shape = _masked_scatter_check(self, mask, source)
+    m = np.broadcast_to(mask._np, shape)
+    count = int(m.sum())
+    if count > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    out = np.array(np.broadcast_to(self._np, shape), copy=True)
+    out[m] = source._np.reshape(-1)[:count]
+    return out
+
+
+def _masked_scatter_backward(ctx, grad):
+    from refimpl.ops.shape import cat
+
+    inp, mask, source = ctx.args[:3]
+    g_self = g_src = None
+    if ctx.needs_input_grad[0]:
+        g_self = sum_to(grad.masked_fill(mask, 0), inp.shape)
+    if ctx.needs_input_grad[2]:
+        picked = grad.masked_select(mask)
+        rest = source.numel() - picked.numel()
+        if rest:
+            picked = cat([picked, _zeros((rest,), grad)])
+        g_src = picked.reshape(source.shape)
+    return g_self, None, g_src
+
+
+masked_scatter = defop(
+    "masked_scatter", cpu=_masked_scatter_cpu, backward=_masked_scatter_backward,
+    meta=lambda self, mask, source: TensorSpec(_masked_scatter_check(self, mask, source),
+                                               self.dtype, self.device),
+    extra={"save_needs": {0: (1,), 2: (1,)}})
+masked_scatter_ = inplace_of(masked_scatter)
+
+
+# -- take / take_along_dim -------------------------------------------------------------------------
+
+def _take_check(self: Tensor, index: Tensor) -> None:
+    if index.dtype is not D.int64:
+        raise RuntimeError("take(): Expected a long tensor for index, but got "
+                           f"{D.type_name(index.dtype)}")
+
+
+def _take_cpu(self: Tensor, index: Tensor) -> np.ndarray:
+    _take_check(self, index)
+    n = self.numel()
+    idx = index._np
+    if idx.size:
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise IndexError(f"out of range: tried to access index {int(idx[bad].flat[0])} on a "
+                             f"tensor of {n} elements.")
+    return self._np.reshape(-1)[idx]
+
+
+def _take_backward(ctx, grad):
+    from refimpl.ops.indexing import index_put
+
+    inp, index = ctx.args[0], ctx.args[1]
+    flat = _zeros((inp.numel(),), grad)
+    return (index_put(flat, (index.reshape(-1),), grad.reshape(-1), True).view(inp.shape),)
+
+
+take = defop(
+    "take", cpu=_take_cpu, backward=_take_backward,
+    meta=lambda self, index: _take_check(self, index) or TensorSpec(index._shape, self.dtype,
+                                                                    self.device),
+    jvp=lambda ctx, t, *_: None if t is None else t.take(ctx.args[1]),
+    extra={"save_needs": {0: (1,)}})
+
+
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """Gather along ``dim`` after broadcasting ``input`` and ``indices`` in the other dims
+    (``dim=None``: over the flattened input)."""
+    if indices.dtype is not D.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{D.type_name(indices.dtype)}")
+    if dim is None:
+        return input.reshape(-1).gather(0, indices.reshape(-1))
+    if input.dim() != indices.dim():
+        raise RuntimeError(
+            "torch.take_along_dim(): input and indices should have the same number of "
+            f"dimensions, but got {input.dim()} dimensions for input, and {indices.dim()} "
+            "dimensions for indices")
+    d = wrap_dim(dim, input.dim())
+    in_shape, idx_shape = list(input.shape), list(indices.shape)
+    in_shape[d] = idx_shape[d] = 1
+    shape = list(broadcast_shapes(tuple(in_shape), tuple(idx_shape)))
+    in_target, idx_target = list(shape), list(shape)
+    in_target[d], idx_target[d] = input.shape[d], indices.shape[d]
+    x = input if list(input.shape) == in_target else input.expand(in_target)
+    i = indices if list(indices.shape) == idx_target else indices.expand(idx_target)
+    return x.gather(d, i)
+
+
+__all__ = [
+    "gather",
+    "index_add",
+    "index_copy",
+    "index_fill",
+    "index_select",
+    "masked_fill",
+    "masked_scatter",
+    "masked_select",
+    "scatter",
+    "scatter_add",
+    "take",
+    "take_along_dim",
+]
+TENSOR_METHODS = ("scatter", "scatter_", "index_fill", "index_fill_", "masked_fill",
+                  "masked_fill_", "take_along_dim")
