@@ -1,7 +1,8 @@
 """pytest plugin: every case under ``conformance/cases`` is a test item named by its id.
 
 The target is ``--target NAME`` on the pytest command line, else the environment
-variable ``TENSORCTL_TARGET``, else ``refimpl``. A comma-separated list
+variable ``TENSORCTL_TARGET``, else ``refimpl,torch`` (torch items skip with one
+reason when torch is not installed). A comma-separated list
 (``--target refimpl,torch``) runs every case once per target; the items of each
 target are then grouped under a collector named after it
 (``values.yaml::torch::selftest.values.add_randn``).
@@ -57,7 +58,7 @@ def _target_names(config: pytest.Config) -> list[str]:
         option = config.getoption("tensorctl_target")
     except ValueError:
         option = None
-    text = option or os.environ.get("TENSORCTL_TARGET") or "refimpl"
+    text = option or os.environ.get("TENSORCTL_TARGET") or "refimpl,torch"
     return [name.strip() for name in text.split(",") if name.strip()] or ["refimpl"]
 
 

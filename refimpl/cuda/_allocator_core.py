@@ -181,7 +181,6 @@ class CachingAllocator:
         del self._by_address[block.address]
         block.allocated = False
         size = block.size
-        self.stats.record_free_requested(block.pool.stat_index, size)
         if self.history.enabled:
             self.history.record(
                 "free_requested",
@@ -193,9 +192,10 @@ class CachingAllocator:
         if size >= self.config.max_split_size:
             single_decrease(self.stats.oversize_allocations, 1)
         if block.stream_uses:
+            self.stats.record_free_requested(block.pool.stat_index, size)
             self._insert_events(block)
         else:
-            self._free_block(block, context)
+            self._free_block(block, context, requested_now=True)
 
     def _free_deferred(self) -> None:
         """Complete the frees that arrived during an operation (lock held, not busy)."""
@@ -407,8 +407,14 @@ class CachingAllocator:
             single_increase(stats.oversize_allocations, 1)
         return block
 
-    def _free_block(self, block: Block, context: Frames | None) -> None:
-        """Return a block whose uses have all completed to its pool, merging neighbours."""
+    def _free_block(
+        self, block: Block, context: Frames | None, requested_now: bool = False
+    ) -> None:
+        """Return a block whose uses have all completed to its pool, merging neighbours.
+
+        ``requested_now``: the free was requested in this same call (its
+        allocation statistics have not been updated yet).
+        """
         if self.history.enabled:
             self.history.record(
                 "free_completed", block.address, block.requested_size, block.stream,
@@ -433,9 +439,14 @@ class CachingAllocator:
         if block.prev is not None or block.next is not None:
             net_blocks += 1
             net_bytes += block.size
-        self.stats.record_free_completed(
-            pool.stat_index, original_size, requested, net_blocks, net_bytes
-        )
+        if requested_now:
+            self.stats.record_free(
+                pool.stat_index, original_size, requested, net_blocks, net_bytes
+            )
+        else:
+            self.stats.record_free_completed(
+                pool.stat_index, original_size, requested, net_blocks, net_bytes
+            )
 
     @staticmethod
     def _merge(dst: Block, src: Block, pool: BlockPool) -> int:

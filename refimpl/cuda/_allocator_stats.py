@@ -177,6 +177,25 @@ class DeviceStats:
                 stat[pool] += amount
                 stat[freed] -= amount
 
+    def record_free(
+        self, pool: int, size: int, requested: int, split_blocks: int, split_bytes: int
+    ) -> None:
+        """:meth:`record_free_requested` and :meth:`record_free_completed` at once."""
+        freed = pool + 3
+        for stat, amount in (
+            (self.allocation, 1),
+            (self.allocated_bytes, size),
+            (self.active, 1),
+            (self.active_bytes, size),
+            (self.requested_bytes, requested),
+        ):
+            stat[0] -= amount
+            stat[3] += amount
+            stat[pool] -= amount
+            stat[freed] += amount
+        if split_blocks or split_bytes:
+            self._record_split(pool, split_blocks, split_bytes)
+
     def record_free_requested(self, pool: int, size: int) -> None:
         """A block of ``size`` bytes was given back by its user."""
         freed = pool + 3

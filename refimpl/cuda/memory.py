@@ -198,8 +198,11 @@ def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -
     ``CUstream`` int) to that device's current stream. The block may be reused only
     on that stream until it is freed with :func:`caching_allocator_delete`.
     """
-    _lazy_init()
-    index = _current_device() if device is None and _current_device else _device_index(device)
+    if device is None and _current_device is not None:
+        index = _current_device()  # the runtime's current device initialises CUDA
+    else:
+        _lazy_init()
+        index = _device_index(device)
     if stream is None:
         stream = _current_stream(index) if _current_stream is not None else 0
     elif not isinstance(stream, int):

@@ -23,6 +23,7 @@ from refimpl.ops.elementwise import (
     Binary,
     Unary,
     alias,
+    exact_out,
     float_dtype,
     inplace,
 )
@@ -182,6 +183,7 @@ _bnot_impl = Unary(np.invert, result="same", allow=_BITS, kernel="bitwise_not_cp
 bitwise_not = defop("bitwise_not", meta=_bnot_impl.meta, cpu=_bnot_impl.cpu,
                     differentiable=False)
 bitwise_not_ = inplace(bitwise_not)
+bitwise_not = exact_out(bitwise_not)
 
 
 def _shift_amount(x, y):

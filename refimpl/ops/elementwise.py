@@ -306,6 +306,30 @@ def alias(fn, name: str):
     return aliased
 
 
+def _found_dtype(out: D.dtype, expected: D.dtype) -> str:
+    return f"Found dtype {D.type_name(out)} but expected {D.type_name(expected)}"
+
+
+def exact_out(op: OpDef, message=_found_dtype):
+    """The public function of an op whose ``out=`` must have exactly the result dtype.
+
+    torch's same-dtype unary ops (neg, abs, floor, ...) refuse a wider ``out`` with
+    "Found dtype Long but expected Int" where other ops would cast.
+    """
+
+    def function(input, *args, out=None, **kwargs):
+        if out is not None:
+            expected = op.meta(input, *args, **kwargs).dtype
+            if out.dtype is not expected:
+                raise RuntimeError(message(out.dtype, expected))
+            return op(input, *args, out=out, **kwargs)
+        return op(input, *args, **kwargs)
+
+    function.__name__ = function.__qualname__ = op.name
+    function.__doc__ = f"``{op.name}`` (``out=`` must have the result's dtype)."
+    return function
+
+
 def _hidden(**extra) -> dict:
     """``extra`` of an overload OpDef: reached through its public function only."""
     return {"method": False, **extra}
@@ -532,9 +556,12 @@ def _neg_check(x) -> None:
 
 
 _neg_impl = Unary(np.negative, check=_neg_check)
-neg = defop("neg", meta=_neg_impl.meta, cpu=_neg_impl.cpu, backward=lambda ctx, g: (-g,),
-            jvp=lambda ctx, t: -t, saves=())
+_neg = defop("neg", meta=_neg_impl.meta, cpu=_neg_impl.cpu, backward=lambda ctx, g: (-g,),
+             jvp=lambda ctx, t: -t, saves=())
+neg = exact_out(_neg)
 negative = alias(neg, "negative")
+neg_ = inplace(_neg)
+negative_ = alias(neg_, "negative_")
 
 _abs_impl = Unary(np.abs, result="real", allow=NUMERIC, kernel="abs_cpu")
 
@@ -551,9 +578,22 @@ def _abs_jvp(ctx, t):
     return t * x.sgn()
 
 
-abs = defop("abs", meta=_abs_impl.meta, cpu=_abs_impl.cpu, backward=_abs_backward,  # noqa: A001
-            jvp=_abs_jvp)
+_abs = defop("abs", meta=_abs_impl.meta, cpu=_abs_impl.cpu, backward=_abs_backward,
+             jvp=_abs_jvp)
+abs = exact_out(_abs)  # noqa: A001 - torch.abs
 absolute = alias(abs, "absolute")
+_abs_ = inplace(_abs)
+_abs_.extra["method"] = False  # Tensor.abs_ is the checking function below
+
+
+def abs_(self: Tensor) -> Tensor:
+    """In-place ``abs`` (complex tensors refuse: the result would be real)."""
+    if self.dtype.category == 3:
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    return _abs_(self)
+
+
+absolute_ = alias(abs_, "absolute_")
 
 
 def positive(input: Tensor) -> Tensor:
@@ -568,10 +608,6 @@ sub_ = inplace(sub)
 subtract_ = alias(sub_, "subtract_")
 mul_ = inplace(mul)
 multiply_ = alias(mul_, "multiply_")
-neg_ = inplace(neg)
-negative_ = alias(neg_, "negative_")
-abs_ = inplace(abs)
-absolute_ = alias(abs_, "absolute_")
 
 __all__ = [
     "add", "add_", "sub", "sub_", "subtract", "rsub", "mul", "mul_", "multiply", "neg",
@@ -579,5 +615,5 @@ __all__ = [
 ]
 TENSOR_METHODS = (
     "rsub", "positive", "subtract", "subtract_", "multiply", "multiply_", "negative",
-    "negative_", "absolute", "absolute_",
+    "negative_", "absolute", "absolute_", "abs_",
 )

@@ -26,6 +26,7 @@ from refimpl.ops.elementwise import (
     REAL,
     Unary,
     alias,
+    exact_out,
     conj,
     fit,
     inplace,
@@ -198,6 +199,7 @@ def _rounding(name: str, fn):
 floor, floor_ = _rounding("floor", np.floor)
 ceil, ceil_ = _rounding("ceil", np.ceil)
 trunc, trunc_ = _rounding("trunc", np.trunc)
+floor, ceil, trunc = exact_out(floor), exact_out(ceil), exact_out(trunc)
 fix, fix_ = alias(trunc, "fix"), alias(trunc_, "fix_")
 
 
@@ -224,14 +226,14 @@ _round_dec = defop("round.decimals", meta=_round_dec_impl.meta, cpu=_round_dec_i
                    jvp=lambda ctx, t: _zero_grad(ctx.outputs[0], None), saves=(),
                    node="RoundBackward1", extra={"method": False})
 _round_, _round_dec_ = inplace(_round), inplace(_round_dec)
+_round_exact, _round_dec_exact = exact_out(_round), exact_out(_round_dec)
 
 
 def round(input: Tensor, *, decimals: int = 0, out=None) -> Tensor:  # noqa: A001
     """Round half to even; ``decimals`` rounds to that many decimal digits (floats)."""
-    kw = {} if out is None else {"out": out}
     if decimals == 0:
-        return _round(input, **kw)
-    return _round_dec(input, decimals=decimals, **kw)
+        return _round_exact(input, out=out)
+    return _round_dec_exact(input, decimals=decimals, out=out)
 
 
 def round_(self: Tensor, *, decimals: int = 0) -> Tensor:
@@ -241,6 +243,7 @@ def round_(self: Tensor, *, decimals: int = 0) -> Tensor:
 
 frac, frac_ = _unary("frac", lambda x: x - np.trunc(x), result="same", allow=FLOATING,
                      kernel="frac_cpu", grad=lambda x, y: 1, saves=())
+frac = exact_out(frac)
 
 # -- sign family ------------------------------------------------------------------------------
 
@@ -268,6 +271,7 @@ sign, sign_ = _unary(
         x, "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
         "torch.sgn instead.", NotImplementedError),
     grad=_zero_grad, saves=())
+sign = exact_out(sign)
 
 
 def _sgn_backward(ctx, g):
@@ -296,6 +300,7 @@ _sgn_impl = Unary(_sgn, result="same")
 sgn = defop("sgn", meta=_sgn_impl.meta, cpu=_sgn_impl.cpu, backward=_sgn_backward,
             jvp=_sgn_jvp, saves=("inputs", "outputs"))
 sgn_ = inplace(sgn)
+sgn = exact_out(sgn)
 
 
 def _angle(x):
@@ -328,6 +333,8 @@ signbit, _ = _unary(
     "signbit", lambda x: np.signbit(x) if x.dtype.kind == "f" else x < 0, result="bool",
     check=lambda x: _no_complex(x, "signbit is not implemented for complex tensors.",
                                 NotImplementedError), with_inplace=False)
+signbit = exact_out(signbit, lambda out, expected: "signbit does not support non-boolean "
+                    "outputs.")
 
 
 def _nan_to_num(x, nan=0.0, posinf=None, neginf=None):
@@ -359,6 +366,9 @@ nan_to_num = defop("nan_to_num", meta=_nan_impl.meta, cpu=_nan_impl.cpu,
                    backward=lambda ctx, g: (g * ctx.args[0].isfinite(),),
                    jvp=lambda ctx, t: t * ctx.args[0].isfinite())
 nan_to_num_ = inplace(nan_to_num)
+nan_to_num = exact_out(nan_to_num, lambda out, expected: (
+    f"nan_to_num: dtype of out: {D.type_name(out)} should be same as input: "
+    f"{D.type_name(expected)}"))
 
 # -- conjugation ------------------------------------------------------------------------------
 
@@ -368,12 +378,13 @@ _conj_physical = defop("conj_physical", meta=_conj_impl.meta, cpu=_conj_impl.cpu
                        jvp=lambda ctx, t: t.conj_physical(), saves=(),
                        extra={"method": False})
 _conj_physical_ = inplace(_conj_physical)
+_conj_physical_exact = exact_out(_conj_physical)
 
 
 def conj_physical(input: Tensor, *, out=None) -> Tensor:
     """A conjugated copy of a complex tensor; a real tensor is returned itself."""
     if input.dtype.category == 3 or out is not None:
-        return _conj_physical(input, **({} if out is None else {"out": out}))
+        return _conj_physical_exact(input, out=out)
     return input
 
 

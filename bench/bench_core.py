@@ -1,0 +1,188 @@
+"""refimpl's CPU tensor core against torch, in one run (issue 2's benchmark).
+
+Four measurements, each on refimpl and on torch with the same numpy data:
+
+* ``add_1elem``: ``x + y`` on one-element float32 tensors: the per-op overhead of the
+  dispatch path (goal: at most 3x torch);
+* ``add_2p24`` / ``sum_2p24``: ``x + y`` and ``x.sum()`` on 2**24 float32 elements
+  (goal: at most 1.3x torch);
+* ``matmul_512``: ``a @ b`` on 512x512 float32 matrices (goal: at most 1.3x torch).
+
+torch runs with as many threads as numpy uses for the same work: numpy's elementwise
+and reduction loops are single-threaded, its matmul runs on OpenBLAS's thread pool, so
+torch gets 1 thread for the first three and OpenBLAS's count for ``matmul_512`` (both
+counts are recorded). Each measurement warms up, then takes ``--repeat`` samples of
+``number`` calls, alternating refimpl and torch sample by sample so that drift on a
+shared machine hits both; the median sample is reported. When a goal is missed the
+refimpl side is profiled with cProfile and the top functions are stored with the
+results.
+
+    python bench/bench_core.py                    # writes bench/results/core_cpu.json
+    python bench/bench_core.py --repeat 50 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import ctypes
+import glob
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import refimpl as t  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "core_cpu.json"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def numpy_blas_threads() -> int:
+    """The size of numpy's OpenBLAS thread pool (the cores, when it cannot be asked)."""
+    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in glob.glob(os.path.join(libdir, "*openblas*")):
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "openblas_get_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_int
+                return int(fn())
+    return os.cpu_count() or 1
+
+
+def measure(fns: dict, number: int, repeat: int, warmup: int) -> dict:
+    """Median ns per call of each function, sampled in alternation."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict = {k: [] for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter_ns()
+            for _ in range(number):
+                fn()
+            samples[name].append((time.perf_counter_ns() - start) / number)
+    return {k: {"median_ns": statistics.median(v), "min_ns": min(v),
+                "stdev_ns": statistics.pstdev(v), "samples": len(v)}
+            for k, v in samples.items()}
+
+
+def profile(fn, calls: int, top: int = 15) -> list:
+    """The ``top`` functions by own time over ``calls`` calls of ``fn``."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    rows = []
+    for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
+        rows.append({"function": f"{Path(file).name}:{line}({func})", "calls_per_op":
+                     ncalls / calls, "own_us_per_op": tottime / calls * 1e6,
+                     "cum_us_per_op": cumtime / calls * 1e6})
+    rows.sort(key=lambda r: -r["own_us_per_op"])
+    return rows[:top]
+
+
+def benchmarks(torch, blas_threads: int) -> list:
+    """(name, goal ratio, torch threads, number, refimpl fn, torch fn) per benchmark."""
+    rng = np.random.default_rng(0)
+    one_a, one_b = np.ones(1, np.float32), np.full(1, 2.0, np.float32)
+    big_a = rng.standard_normal(2 ** 24, dtype=np.float32)
+    big_b = rng.standard_normal(2 ** 24, dtype=np.float32)
+    m_a = rng.standard_normal((512, 512), dtype=np.float32)
+    m_b = rng.standard_normal((512, 512), dtype=np.float32)
+    r = {k: t.from_numpy(v) for k, v in
+         {"one_a": one_a, "one_b": one_b, "big_a": big_a, "big_b": big_b, "m_a": m_a,
+          "m_b": m_b}.items()}
+    p = {k: torch.from_numpy(v) for k, v in
+         {"one_a": one_a, "one_b": one_b, "big_a": big_a, "big_b": big_b, "m_a": m_a,
+          "m_b": m_b}.items()}
+    return [
+        ("add_1elem", 3.0, 1, 2000, lambda: r["one_a"] + r["one_b"],
+         lambda: p["one_a"] + p["one_b"]),
+        ("add_2p24", 1.3, 1, 1, lambda: r["big_a"] + r["big_b"],
+         lambda: p["big_a"] + p["big_b"]),
+        ("sum_2p24", 1.3, 1, 1, lambda: r["big_a"].sum(), lambda: p["big_a"].sum()),
+        ("matmul_512", 1.3, blas_threads, 5, lambda: r["m_a"] @ r["m_b"],
+         lambda: p["m_a"] @ p["m_b"]),
+    ]
+
+
+def check_same(name: str, ours, theirs) -> None:
+    """The two sides must compute the same thing before their times are compared."""
+    a, b = np.asarray(ours._np, np.float64), theirs.numpy().astype(np.float64)
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-2, err_msg=name)
+
+
+def main(argv=None) -> int:
+    """Run the benchmarks, print a table and write the JSON results."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=31, help="samples per side")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up calls per sample size")
+    ap.add_argument("--profile", action="store_true", help="profile refimpl even when "
+                    "every goal is met")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    import torch
+
+    blas = numpy_blas_threads()
+    default_torch_threads = torch.get_num_threads()
+    results = []
+    for name, goal, threads, number, ours, theirs in benchmarks(torch, blas):
+        torch.set_num_threads(threads)
+        check_same(name, ours(), theirs())
+        m = measure({"refimpl": ours, "torch": theirs}, number, args.repeat,
+                    args.warmup * number)
+        ratio = m["refimpl"]["median_ns"] / m["torch"]["median_ns"]
+        row = {"name": name, "goal_ratio": goal, "ratio": round(ratio, 3),
+               "meets_goal": ratio <= goal, "numpy_threads": blas if "matmul" in name else 1,
+               "torch_threads": threads, "calls_per_sample": number,
+               "refimpl": m["refimpl"], "torch": m["torch"]}
+        if args.profile or ratio > goal:
+            row["refimpl_profile"] = profile(ours, max(number * 20, 20))
+        results.append(row)
+        print(f"{name:12s} refimpl {m['refimpl']['median_ns'] / 1e3:10.2f} us   torch "
+              f"{m['torch']['median_ns'] / 1e3:10.2f} us   ratio {ratio:6.2f}  "
+              f"(goal <= {goal}, torch threads {threads})")
+    torch.set_num_threads(default_torch_threads)
+    report = {
+        "benchmark": "bench/bench_core.py",
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
+        "versions": {"python": platform.python_version(), "numpy": np.__version__,
+                     "torch": torch.__version__, "refimpl": t.__version__},
+        "threads": {"numpy_blas": blas, "numpy_elementwise": 1,
+                    "torch_default": default_torch_threads},
+        "method": {"timer": "time.perf_counter_ns", "statistic": "median of samples",
+                   "repeat": args.repeat, "interleaved": True},
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
