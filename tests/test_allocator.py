@@ -684,3 +684,28 @@ def test_frees_from_finalizers_during_an_operation_wait_for_it() -> None:
     assert not first.allocated and second.allocated
     allocator.check_invariants()
     assert current(allocator, "allocation") == 1
+
+
+def test_release_lock_on_cudamalloc_lets_other_threads_in() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowSource(AddressSpaceSource):
+        def allocate(self, nbytes: int) -> int | None:
+            if nbytes == 40 * MiB:
+                entered.set()
+                assert release.wait(10)
+            return super().allocate(nbytes)
+
+    allocator = CachingAllocator(
+        SlowSource(1 << 40), 0, parse_allocator_settings("release_lock_on_cudamalloc:True")
+    )
+    cached = allocator.malloc(1000)
+    worker = threading.Thread(target=allocator.malloc, args=(40 * MiB,))
+    worker.start()
+    assert entered.wait(10)
+    allocator.free(cached)  # the allocator is usable while the other thread waits
+    allocator.free(allocator.malloc(2000))
+    release.set()
+    worker.join()
+    allocator.check_invariants()
+    assert current(allocator, "allocation") == 1

@@ -347,11 +347,15 @@ class CachingAllocator:
         if self.set_fraction and self.total_reserved + size > self.allowed_memory_maximum:
             return None
         if self.config.release_lock_on_cudamalloc:
+            # Other threads may use the allocator meanwhile (allocator state has not
+            # been changed by this request yet); this thread's operation pauses.
+            self._busy = False
             self.lock.release()
             try:
                 address = self.source.allocate(size)
             finally:
                 self.lock.acquire()
+                self._busy = True
         else:
             address = self.source.allocate(size)
         if address is None:
