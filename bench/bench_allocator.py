@@ -114,10 +114,26 @@ def gpu_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
     def raw_pair() -> None:
         check(cu.cuMemFree(check(cu.cuMemAlloc(MiB))))
 
+    def refimpl_pair_stream0() -> None:
+        rcuda.memory.caching_allocator_delete(rcuda.memory.caching_allocator_alloc(MiB, 0, 0))
+
+    def torch_pair_stream0() -> None:
+        torch.cuda.caching_allocator_delete(torch.cuda.caching_allocator_alloc(MiB, 0, 0))
+
+    allocator = rcuda._allocator.get_device_allocator(0)
+
+    def refimpl_core_pair() -> None:
+        allocator.free(allocator.malloc(MiB, 0))
+
     pairs = {
         "refimpl": timed(refimpl_pair, loops, repeats),
         "torch": timed(torch_pair, loops, repeats),
         "raw_cuMemAlloc_cuMemFree": timed(raw_pair, max(50, loops // 50), repeats),
+        # Diagnostics: the same with device and stream given (no current-stream lookup),
+        # and refimpl's allocator object called directly.
+        "refimpl_device_stream_given": timed(refimpl_pair_stream0, loops, repeats),
+        "torch_device_stream_given": timed(torch_pair_stream0, loops, repeats),
+        "refimpl_allocator_malloc_free": timed(refimpl_core_pair, loops, repeats),
     }
     pairs["refimpl_over_torch"] = pairs["refimpl"]["median_us"] / pairs["torch"]["median_us"]
     pairs["raw_over_refimpl"] = (

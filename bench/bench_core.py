@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import refimpl as t  # noqa: E402
+import refimpl as t
 
 RESULTS = Path(__file__).resolve().parent / "results" / "core_cpu.json"
 

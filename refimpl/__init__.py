@@ -96,6 +96,20 @@ import builtins as _builtins
 builtins_bool, builtins_int = _builtins.bool, _builtins.int
 
 
+_warn_always = False
+
+
+def set_warn_always(b: builtins_bool) -> None:  # type: ignore[name-defined]
+    """Make warnings that torch emits once per process be emitted every time."""
+    global _warn_always
+    _warn_always = _builtins.bool(b)
+
+
+def is_warn_always_enabled() -> builtins_bool:  # type: ignore[name-defined]
+    """Whether ``set_warn_always(True)`` is in force."""
+    return _warn_always
+
+
 def __getattr__(name: str):
     # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
     if name == "cuda":

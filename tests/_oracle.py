@@ -88,6 +88,8 @@ def to_np(x) -> np.ndarray:
         arr = np.asarray(x.detach()._np)
         return arr.astype(np.float64) if arr.dtype.name in ("float16", "bfloat16") else arr
     x = x.detach()
+    if x._is_zerotensor():  # torch's symbolic zero gradient
+        x = torch.zeros(x.shape, dtype=x.dtype)
     if x.dtype in (torch.float16, torch.bfloat16):
         x = x.to(torch.float64)
     return x.resolve_conj().numpy()
@@ -143,6 +145,44 @@ def _grads(args, out, mod, seed):
     for a in args:
         flat.extend(a if isinstance(a, list) else [a])
     return [a.grad for a in flat if hasattr(a, "grad") and getattr(a, "requires_grad", False)]
+
+
+def _second_grads(args, out, mod, seed):
+    """Gradients of ``sum(w * d(weighted outputs)/d inputs)``: double backward."""
+    outs = _float_outputs(out)
+    flat = [a for a in args if hasattr(a, "requires_grad") and a.requires_grad]
+    rng = np.random.default_rng(seed)
+    total = None
+    for o in outs:
+        w = rng.standard_normal(tuple(o.shape))
+        wt = t.tensor(w, dtype=o.dtype) if mod is t else torch.tensor(w).to(o.dtype)
+        s = (o * wt).sum()
+        total = s if total is None else total + s
+    firsts = mod.autograd.grad(total, flat, create_graph=True, allow_unused=True)
+    second = None
+    for g in firsts:
+        if g is None or not g.requires_grad:
+            continue
+        w = rng.standard_normal(tuple(g.shape))
+        s = (g * (t.tensor(w, dtype=g.dtype) if mod is t else torch.tensor(w).to(g.dtype))).sum()
+        second = s if second is None else second + s
+    if second is None:
+        return [None] * len(flat)
+    return list(mod.autograd.grad(second, flat, allow_unused=True))
+
+
+def check_double_backward(fn, *inputs, rtol=1e-6, atol=1e-8, seed: int = 0):
+    """Second-order gradients of ``fn`` (through its backward formulas) match torch's."""
+    rargs, r, rerr = _outcome(fn, t, inputs, True)
+    targs, T, terr = _outcome(fn, torch, inputs, True)
+    assert rerr is None and terr is None, (rerr, terr)
+    gr, gT = _second_grads(rargs, r, t, seed), _second_grads(targs, T, torch, seed)
+    for i, (a, b) in enumerate(zip(gr, gT)):
+        if b is None:
+            assert a is None or not bool((a != 0).any()), f"grad2[{i}]: torch has none"
+            continue
+        assert a is not None, f"grad2[{i}]: refimpl has none"
+        assert_same(a, b, rtol, atol, True, f"grad2[{i}]")
 
 
 def check(fn, *inputs, grad: bool = False, rtol=None, atol=None, indices: bool = True,

@@ -13,7 +13,7 @@ resets, and the OOMs that a small device produces. After every operation:
   large as its request, and no block is handed out while a ``record_stream`` use
   of its memory is still pending.
 
-The whole run takes about 15 s on one core. ``TENSORCTL_FUZZ_OPS`` changes the
+The whole run takes about 10 s on an idle core (under 20 s on a busy two-core CI box). ``TENSORCTL_FUZZ_OPS`` changes the
 number of operations per setting (e.g. 2500 for a quick look).
 """
 
@@ -146,4 +146,4 @@ def test_random_operations_keep_every_invariant(name: str, conf: str, fraction: 
         allocator.free(block)
     allocator.empty_cache()
     allocator.check_invariants()
-    assert allocator.stats.reserved_bytes[0] == 0 == source.used
+    assert allocator.stats.current("reserved_bytes") == 0 == source.used

@@ -46,6 +46,16 @@ def test_show_summarises_a_torch_snapshot() -> None:
     assert invoke("show", str(SYNTHETIC)).output == result.output
 
 
+def test_reads_a_real_torch_snapshot_like_refimpls_own() -> None:
+    """Both pickles were dumped on an H200 (torch 2.11.0+cu130) after the same calls:
+    caching_allocator_alloc of 100 B, 3 MiB and 50 MiB, then a delete of the 3 MiB."""
+    real = invoke(str(FIXTURES / "torch-2.11.0-h200.pickle"), "--json")
+    ours = invoke(str(FIXTURES / "refimpl-h200.pickle"), "--json")
+    assert real.exit_code == ours.exit_code == 0, real.output + ours.output
+    assert json.loads(real.output) == json.loads(ours.output)
+    assert json.loads(real.output)["segments"] == 3
+
+
 def test_show_json_is_machine_readable() -> None:
     result = invoke(str(SYNTHETIC), "--json")
     assert result.exit_code == 0, result.output

@@ -12,9 +12,9 @@ import warnings
 
 import numpy as np
 import pytest
+from _oracle import In, check, randint, randn, torch
 
 import refimpl as t
-from _oracle import In, check, randint, randn, torch
 
 X = randn((3, 4, 5), seed=11)
 M = randn((3, 4), seed=12)
@@ -250,7 +250,7 @@ def test_setitem(name):
     fn, *inputs = SETITEM[name]
     check(fn, *inputs, grad=True)
     for rg in (True, False):
-        (ra, r), (ta, T) = _both(fn, inputs, rg)
+        (_, r), (_, T) = _both(fn, inputs, rg)
         if name not in FILL_NODE:
             assert _node(r) == _node(T)
         assert r._version == T._version

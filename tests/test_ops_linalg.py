@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _oracle import In, check, randint, randn, torch
+from _oracle import In, check, check_double_backward, randint, randn, torch
 
 import refimpl as t
 
@@ -240,6 +240,11 @@ GRADS = [
 @pytest.mark.parametrize("name,fn,shapes", GRADS, ids=[g[0] for g in GRADS])
 def test_gradients(name, fn, shapes):
     check(fn, *[mat(s, "float64", i) for i, s in enumerate(shapes)], grad=True)
+
+
+@pytest.mark.parametrize("name,fn,shapes", GRADS, ids=[g[0] for g in GRADS])
+def test_double_backward(name, fn, shapes):
+    check_double_backward(fn, *[mat(s, "float64", i) for i, s in enumerate(shapes)])
 
 
 def test_grad_node_names():

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _oracle import In, check, randint, randn, torch
+from _oracle import In, check, check_double_backward, randint, randn, torch
 
 import refimpl as t
 
@@ -344,6 +344,11 @@ def test_gradients_with_zeros_ties_and_nans(name, fn):
         check(fn, In([[[NAN, 1.0], [1.0, NAN]]], "float64"), grad=True)
 
 
+@pytest.mark.parametrize("name,fn", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_double_backward(name, fn):
+    check_double_backward(fn, data("float64"))
+
+
 def test_grad_node_names():
     x = t.ones(2, 3, requires_grad=True)
     names = {
@@ -417,3 +422,31 @@ def test_jvp_rules_match_torch_forward_ad(name, args, kwargs, tfn, zeros):
         tangent = tangent[0]
     _, expected = torch.func.jvp(tfn, (torch.tensor(x),), (torch.tensor(v),))
     np.testing.assert_allclose(tangent._np, expected.numpy(), rtol=1e-9, atol=1e-12)
+
+
+STRIDED_OPS = [
+    lambda m, v: m.sum(v, 1), lambda m, v: v.mean((0, 2)), lambda m, v: m.prod(v, 2),
+    lambda m, v: v.amax(0), lambda m, v: m.max(v, 1), lambda m, v: v.argmin(2),
+    lambda m, v: m.var(v, 0), lambda m, v: v.norm(3, 1), lambda m, v: m.logsumexp(v, 2),
+    lambda m, v: v.cumsum(1), lambda m, v: m.cumprod(v, 0), lambda m, v: v.cummax(2),
+    lambda m, v: m.all(v, 1), lambda m, v: v.count_nonzero(0), lambda m, v: m.sum(v),
+    lambda m, v: m.nansum(v, 2), lambda m, v: m.aminmax(v, dim=1),
+]
+
+
+@pytest.mark.parametrize("k", range(len(STRIDED_OPS)))
+def test_non_contiguous_inputs(k):
+    op = STRIDED_OPS[k]
+    check(lambda m, x: op(m, x.transpose(0, 2)[1:, ::2]), data("float64", (4, 5, 6)),
+          grad=True)
+
+
+def test_large_sum_and_mean_match_torch_accuracy():
+    x = np.random.default_rng(0).random(2 ** 20 + 77).astype(np.float32)
+    exact = x.astype(np.float64).sum()
+    for dtype in ("float32", "float64"):
+        ours = float(t.tensor(x, dtype=getattr(t, dtype)).sum())
+        theirs = float(torch.tensor(x).to(getattr(torch, dtype)).sum())
+        assert abs(ours - exact) <= max(4 * abs(theirs - exact), 1e-6 * exact)
+        assert abs(float(t.tensor(x, dtype=getattr(t, dtype)).mean()) * x.size - exact) <= \
+            max(4 * abs(theirs - exact), 1e-6 * exact)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _oracle import In, check, randint, randn, torch
+from _oracle import In, check, check_double_backward, randint, randn, torch
 
 import refimpl as t
 
@@ -243,6 +243,11 @@ GRADS = [
 @pytest.mark.parametrize("name,fn", GRADS, ids=[g[0] for g in GRADS])
 def test_gradients(name, fn):
     check(fn, distinct(dtype="float64"), grad=True)
+
+
+@pytest.mark.parametrize("name,fn", GRADS, ids=[g[0] for g in GRADS])
+def test_double_backward(name, fn):
+    check_double_backward(lambda m, x: fn(m, x * x), distinct(dtype="float64"))
 
 
 def test_median_full_gradient_splits_among_ties():

@@ -13,9 +13,9 @@ import warnings
 
 import numpy as np
 import pytest
+from _oracle import In, check, randn, torch
 
 import refimpl as t
-from _oracle import In, check, randn, torch
 
 X = randn((3, 4, 5), seed=1)
 M = randn((4, 6), seed=2)

@@ -19,7 +19,7 @@ from refimpl.autograd.grad_mode import (
     set_multithreading_enabled,
 )
 from refimpl.autograd.gradcheck import gradcheck, gradgradcheck
-from refimpl.autograd.saved import SavedVariable as SavedTensor
+from refimpl.autograd.saved import SavedTensor
 
 
 class _VariableMeta(type):
@@ -42,6 +42,22 @@ class Variable(metaclass=_VariableMeta):
         if requires_grad:
             data = data.detach().requires_grad_(True)
         return data
+
+
+class _unsafe_preserve_version_counter:  # noqa: N801
+    """Within the block, in-place ops do not change the tensors' versions."""
+
+    def __init__(self, tensors) -> None:
+        from refimpl._tensor import Tensor
+
+        self.tensors = (tensors,) if isinstance(tensors, Tensor) else tuple(tensors)
+        self.prev = [t._version for t in self.tensors]
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc) -> None:
+        graph._unsafe_set_version_counter(self.tensors, self.prev)
 
 
 def _calculate_shape(output, grad, is_grads_batched: bool):

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import weakref
 
-from refimpl.autograd import views
+from refimpl._state import STATE
+from refimpl.autograd import _flags, views
 from refimpl.autograd.graph import GraphNode, gradient_edge, node_class
 from refimpl.autograd.saved import SavedVariable
 
@@ -293,8 +294,13 @@ def record(op, args, kwargs):
 
     if op.kind == "inplace" or op.extra.get("writes_input0"):
         return _record_inplace(op, args, kwargs)
+    if not STATE.grad_enabled:
+        return _untracked_view(op, args, kwargs) if op.kind == "view" else \
+            below_autograd(op, args, kwargs)
     layout, edges, needs = _layout_and_edges(op, args)
     if not any(needs):
+        if op.kind == "view":
+            return _untracked_view(op, args, kwargs)
         return below_autograd(op, args, kwargs)
     out = below_autograd(op, args, kwargs)
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -308,7 +314,7 @@ def record(op, args, kwargs):
     _save_args(node, op, args, needs)
     is_view = op.kind == "view"
     src = args[0] if is_view else None
-    multi = is_view and len(outs) > 1
+    multi = is_view and isinstance(out, (tuple, list))
     for i, o in enumerate(outs):
         if not _is_tensor(o) or o.dtype.category < _FLOAT_CATEGORY:
             continue
@@ -318,12 +324,29 @@ def record(op, args, kwargs):
         o._output_nr = i
         if is_view and o._view_meta is not None:
             _set_view_creation(o, src, multi)
+            if _flags.view_replay_enabled:
+                _set_replay(o, op, args, kwargs, i if multi else None)
     if "outputs" in op.saves:
         node._outs = tuple(SavedVariable(o, is_output=True, output_nr=i)
                            if _is_tensor(o) and o._gfn is node else o
                            for i, o in enumerate(outs))
     else:
         node._outs = tuple(_WeakArg(o) if _is_tensor(o) else o for o in outs)
+    return out
+
+
+def _untracked_view(op, args, kwargs):
+    """A view op that records no node (no input requires grad, or grad mode is off): its
+    outputs still learn how they were made (several views at once, or a view of a view
+    made in no_grad/inference mode), which decides what in-place ops may do to them."""
+    from refimpl._dispatch import below_autograd
+
+    out = below_autograd(op, args, kwargs)
+    multi = isinstance(out, (tuple, list))
+    outs = out if multi else (out,)
+    for o in outs:
+        if _is_tensor(o) and o._view_meta is not None:
+            _set_view_creation(o, args[0] if args else None, multi)
     return out
 
 
@@ -335,6 +358,18 @@ def _set_view_creation(view, src, multi: bool) -> None:
     if src_meta is not None and src_meta.creation != views.DEFAULT:
         meta.creation = src_meta.creation
     meta.attr_version = view._version_counter.version
+
+
+def _set_replay(view, op, args, kwargs, index) -> None:
+    src = args[0]
+    src_meta = src._view_meta if _is_tensor(src) else None
+    if src_meta is not None and src._base is not None:
+        if src_meta.replay is None:
+            return
+        steps = src_meta.replay
+    else:
+        steps = ()
+    view._view_meta.replay = steps + ((op, tuple(args[1:]), dict(kwargs or {}), index),)
 
 
 def _record_inplace(op, args, kwargs):

@@ -13,6 +13,7 @@ While enabled:
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 import warnings
@@ -101,19 +102,27 @@ def record_forward_trace(node) -> None:
         meta[_PARENT_KEY] = parent
 
 
+def _warn(msg: str) -> None:
+    # like torch's warning handler: when warnings are turned into errors, the message
+    # goes to stderr instead of replacing the error being reported
+    try:
+        warnings.warn(msg, stacklevel=5)
+    except Warning:
+        sys.stderr.write(f"UserWarning: {msg}\n")
+
+
 def _print_stack(stack, name: str, is_parent: bool) -> None:
     if stack is None:
-        warnings.warn(f"Error detected in {name}. No forward pass information available. "
-                      "Enable detect anomaly during forward pass for more information.",
-                      stacklevel=4)
+        _warn(f"Error detected in {name}. No forward pass information available. Enable "
+              "detect anomaly during forward pass for more information.")
         return
     text = "".join(stack)
     if is_parent:
-        warnings.warn(f"\n\nPrevious calculation was induced by {name}. Traceback of forward "
-                      f"call that induced the previous calculation:\n{text}", stacklevel=4)
+        _warn(f"\n\nPrevious calculation was induced by {name}. Traceback of forward call "
+              f"that induced the previous calculation:\n{text}")
     else:
-        warnings.warn(f"Error detected in {name}. Traceback of forward call that caused the "
-                      f"error:\n{text}", stacklevel=4)
+        _warn(f"Error detected in {name}. Traceback of forward call that caused the "
+              f"error:\n{text}")
 
 
 def print_stack(node) -> None:
@@ -128,19 +137,20 @@ def print_stack(node) -> None:
 
 
 def apply_with_anomaly(node, inputs: list) -> list:
-    """Apply ``node``; on error show its forward traceback; then check for NaN."""
+    """Apply ``node`` as the current node (nodes created meanwhile record it as parent)."""
     prev = _CURRENT.node
     _CURRENT.node = node
     try:
-        outputs = node._apply(inputs)
-    except BaseException:
-        print_stack(node)
-        raise
+        return node._apply(inputs)
     finally:
         _CURRENT.node = prev
-    if _flags.anomaly_check_nan:
-        for i, g in enumerate(outputs):
-            if g is not None and g.dtype.category >= 2 and bool(g.isnan().any()):
-                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                                   "output.")
-    return outputs
+
+
+def check_nan(node, outputs) -> None:
+    """With check_nan on: raise when a gradient ``node`` returned holds NaN."""
+    if not _flags.anomaly_check_nan:
+        return
+    for i, g in enumerate(outputs):
+        if g is not None and g.dtype.category >= 2 and bool(g.isnan().any()):
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                               "output.")

@@ -86,11 +86,15 @@ class GraphTask:
         self.deps: dict = {}
         self.callbacks: list = []
         self.nodes: set = set()
+        self.root = None
+        self.multithreading = _flags.multithreading_enabled
+        self.errored = False
 
     # -- preparation ---------------------------------------------------------------------
 
     def prepare(self, root: GraphNode, outputs, accumulate: bool) -> None:
         """Dependency counts, and which nodes run when ``outputs`` (edges) are given."""
+        self.root = root
         deps = self.deps
         seen = {root}
         stack = [root]
@@ -173,7 +177,10 @@ class GraphTask:
                         self.captured[idx] = inputs[nr]
                 if not is_needed:
                     continue
-            outputs = call_function(node, inputs)
+            if _flags.anomaly_enabled:
+                outputs = self._call_with_anomaly(node, inputs)
+            else:
+                outputs = call_function(node, inputs)
             if not keep_graph:
                 node._release()
             for edge, grad in zip(node._next, outputs):
@@ -197,6 +204,21 @@ class GraphTask:
             outputs = grad = inputs = None
         while self.callbacks:
             self.callbacks.pop(0)()
+
+
+    def _call_with_anomaly(self, node: GraphNode, inputs: list) -> list:
+        """call_function, NaN check; on the task's first error the node's forward trace."""
+        from refimpl.autograd import anomaly_mode
+
+        try:
+            outputs = call_function(node, inputs)
+            anomaly_mode.check_nan(node, outputs)
+            return outputs
+        except BaseException:
+            if not self.errored:
+                self.errored = True
+                anomaly_mode.print_stack(node)
+            raise
 
 
 def call_node(node: GraphNode, inputs: list) -> list:
@@ -679,6 +701,46 @@ def will_engine_execute_node(node) -> bool:
             "instead when you are currently running autograd.grad()."
         )
     return task.should_execute(node)
+
+
+def current_graph_task_execution_order() -> list:
+    """The nodes the running backward executes, in order (root excluded)."""
+    task = current_graph_task()
+    if task is None:
+        raise RuntimeError(
+            "_current_graph_task_execution_order should only be called during the backward "
+            "pass"
+        )
+    if task.multithreading:
+        raise RuntimeError(
+            "get_current_graph_task_execution_order expects the current backward to be "
+            "executed with multithreading disabled, e.g. by running:\n\n>>> with "
+            "torch.autograd.set_multithreading_enabled(False):\n...     "
+            "torch.autograd.grad(...)"
+        )
+    deps: dict = {}
+    stack, seen = [task.root], {task.root}
+    while stack:
+        for e in stack.pop()._next:
+            if e is not None:
+                deps[e[0]] = deps.get(e[0], 0) + 1
+                if e[0] not in seen:
+                    seen.add(e[0])
+                    stack.append(e[0])
+    order = []
+    heap = [(0, 0, task.root)]
+    tick = itertools.count(1)
+    while heap:
+        node = heapq.heappop(heap)[2]
+        if node is not task.root:
+            order.append(node)
+        for e in node._next:
+            if e is None:
+                continue
+            deps[e[0]] -= 1
+            if deps[e[0]] == 0 and task.should_execute(e[0]):
+                heapq.heappush(heap, (-e[0]._seq, next(tick), e[0]))
+    return order
 
 
 def queue_callback(callback) -> None:

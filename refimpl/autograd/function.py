@@ -317,7 +317,8 @@ def _wrap_outputs(ctx, raw, tensor_inputs: list, executable: bool):
         diff = (node is not None and key not in non_diff and var.dtype.category >= 2)
         new = _set_history(node, var, i, is_input, is_modified, diff, n_tensor_outs)
         if not (is_input and is_modified) and new._view_meta is not None:
-            new._view_meta.creation = views.IN_CUSTOM_FUNCTION
+            new._view_meta.creation = (views.MULTI_OUTPUT_NODE if node is not None
+                                       and n_tensor_outs > 1 else views.IN_CUSTOM_FUNCTION)
         info = (new._shape, new.dtype, new.device, diff)
         wrapped_cache[key] = (new, info)
         outs[i] = new
@@ -394,7 +395,7 @@ def _save_variables(ctx) -> None:
     saved = []
     for i, t in enumerate(to_save):
         if t is None:
-            saved.append(None)
+            saved.append(SavedVariable(None))
         elif _is_tensor(t):
             is_output = t._gfn is ctx
             saved.append(SavedVariable(t, is_output=is_output,

@@ -369,6 +369,14 @@ def increment_version(tensor) -> None:
         t._version_counter.bump()
 
 
+def _unsafe_set_version_counter(tensors, versions) -> None:
+    """Set the version counters of ``tensors`` (torch 2.11+: sequences of both)."""
+    for t, v in zip(tensors, versions):
+        if v < 0:
+            raise RuntimeError(f"Cannot set a version_counter to a value below 0: {v}")
+        t._version_counter.version = int(v)
+
+
 # The names below live in their own modules; torch exposes them as torch.autograd.graph.*.
 from refimpl.autograd.graph_hooks import (  # noqa: E402
     allow_mutation_on_saved_tensors, disable_saved_tensors_hooks, register_multi_grad_hook,

@@ -21,7 +21,16 @@ ERR_BACKWARD_TWICE = (
 )
 
 
-class SavedVariable:
+class SavedTensor:
+    """A tensor saved for backward, as Python sees it (``grad_fn._raw_saved_*``)."""
+
+    __slots__ = ()
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise RuntimeError("Trying to create a SavedTensor object from Python is forbidden.")
+
+
+class SavedVariable(SavedTensor):
     """One tensor saved for backward: the tensor (or its packed form) and its version."""
 
     __slots__ = ("_data", "_version", "_counter", "_output_nr", "_is_output", "_packed",
@@ -29,6 +38,10 @@ class SavedVariable:
 
     def __init__(self, tensor, is_output: bool = False, output_nr: int = 0,
                  hooks=None) -> None:
+        if tensor is None:
+            self._data = self._packed = self._unpack = self._counter = None
+            self._freed = self._is_output = False
+            return
         self._counter = tensor._version_counter
         self._version = self._counter.version
         self._output_nr = output_nr
@@ -64,11 +77,19 @@ class SavedVariable:
             )
         self._unpack = unpack
 
-    def register_hooks(self, pack, unpack) -> None:
+    def register_hooks(self, *hooks) -> None:
         """Pack the saved tensor now with ``pack`` and restore it with ``unpack``
-        (``grad_fn._raw_saved_*.register_hooks``)."""
-        if not callable(pack) or not callable(unpack):
-            raise TypeError("incompatible function arguments: both hooks must be callables")
+        (``grad_fn._raw_saved_*.register_hooks(pack, unpack)``)."""
+        if len(hooks) != 2 or not all(callable(h) for h in hooks):
+            raise TypeError(
+                "register_hooks(): incompatible function arguments. The following argument "
+                "types are supported:\n    1. (self, pack_hook: Callable, unpack_hook: Callable)"
+            )
+        pack, unpack = hooks
+        if self._counter is None:
+            raise RuntimeError(
+                "None is forbidden: hooks cannot be registered on a saved None (not a tensor)."
+            )
         if self._freed:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         if self._unpack is not None:
@@ -76,8 +97,6 @@ class SavedVariable:
                 "SavedTensor.register_hooks() can only be called once per saved tensor: "
                 "hooks have already been set."
             )
-        if self._data is None:
-            raise RuntimeError("None is forbidden")
         tensor = self._data
         self._pack_with(tensor, (pack, unpack))
 
@@ -91,6 +110,8 @@ class SavedVariable:
         """The saved tensor, after checking it was not modified in place since saved."""
         if self._freed:
             raise RuntimeError(ERR_BACKWARD_TWICE)
+        if self._counter is None:
+            return None
         if self._unpack is not None:
             data = self._unpack(self._packed)
             from refimpl._tensor import Tensor

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl._state import STATE
-from refimpl.autograd.graph import GraphNode, gradient_edge
+from refimpl.autograd.graph import GraphNode, _display_name, gradient_edge
 
 DEFAULT, IN_CUSTOM_FUNCTION, MULTI_OUTPUT_NODE, NO_GRAD_MODE, INFERENCE_MODE = range(5)
 
@@ -32,11 +32,14 @@ DEFAULT, IN_CUSTOM_FUNCTION, MULTI_OUTPUT_NODE, NO_GRAD_MODE, INFERENCE_MODE = r
 class ViewMeta:
     """How a view was created and which storage version its grad_fn reflects."""
 
-    __slots__ = ("creation", "attr_version")
+    __slots__ = ("creation", "attr_version", "replay")
 
     def __init__(self, creation: int, attr_version: int) -> None:
         self.creation = creation
         self.attr_version = attr_version
+        # with view replay on (_force_original_view_tracking): the view ops that make this
+        # view from its base, as (op, args after input 0, kwargs, output index)
+        self.replay = None
 
 
 def new_view_meta(view) -> ViewMeta:
@@ -69,14 +72,31 @@ def view_grad_fn(view):
     if meta.attr_version == version:
         return fn
     check_view_rebase(view, indirect=True)
-    new_fn = AsStridedNode.make(view, base)
+    if meta.replay:
+        new_fn, output_nr = _replay(meta.replay, base)
+    else:
+        new_fn, output_nr = AsStridedNode.make(view, base), 0
     view._gfn = new_fn
-    view._output_nr = 0
+    view._output_nr = output_nr
     meta.attr_version = version
     from refimpl.autograd.hooks import move_hooks_to_new_grad_fn
 
     move_hooks_to_new_grad_fn(view, fn, new_fn)
     return new_fn
+
+
+def _replay(steps, base):
+    """Redo the view ops from ``base`` (recorded) and return the last one's node."""
+    prev = STATE.grad_enabled
+    STATE.grad_enabled = True
+    try:
+        v = base
+        for op, rest, kwargs, index in steps:
+            out = op(v, *rest, **kwargs)
+            v = out[index] if index is not None else out
+    finally:
+        STATE.grad_enabled = prev
+    return v._gfn, v._output_nr
 
 
 def check_view_rebase(view, indirect: bool = False) -> None:
@@ -86,11 +106,12 @@ def check_view_rebase(view, indirect: bool = False) -> None:
     if creation == DEFAULT:
         return
     grad_fn = view._gfn
+    name = _display_name(grad_fn.name()) if grad_fn is not None else ""
     what = "its base or another view of its base has been" if indirect else "is being"
     if creation in (INFERENCE_MODE, NO_GRAD_MODE) or grad_fn is None:
         if grad_fn is not None:
-            prefix = (f"Output {view._output_nr} of {grad_fn.name()} is a view of a view which "
-                      "was created in")
+            prefix = (f"Output {view._output_nr} of {name} is a view of a view which was "
+                      "created in")
         else:
             prefix = "A view was created in"
         if creation == INFERENCE_MODE:
@@ -98,8 +119,7 @@ def check_view_rebase(view, indirect: bool = False) -> None:
         else:
             msg = f"{prefix} no_grad mode and {what} modified inplace with grad mode enabled."
     else:
-        msg = (f"Output {view._output_nr} of {grad_fn.name()} is a view and {what} modified "
-               "inplace.")
+        msg = f"Output {view._output_nr} of {name} is a view and {what} modified inplace."
     if creation == MULTI_OUTPUT_NODE:
         msg += (" This view is the output of a function that returns multiple views. Such "
                 "functions do not allow the output views to be modified inplace. You should "
@@ -177,16 +197,16 @@ def _storage_len(*positions) -> int:
 def _gather_np(x: np.ndarray, src_geom, dst_geom) -> np.ndarray:
     ps, pd = _positions(src_geom), _positions(dst_geom)
     buf = np.zeros(_storage_len(ps, pd), dtype=x.dtype)
-    buf[ps] = x
-    return buf[pd]
+    buf[ps.reshape(-1)] = np.asarray(x).reshape(-1)
+    return buf[pd.reshape(-1)].reshape(dst_geom[0])
 
 
 def _scatter_np(g: np.ndarray, src_geom, dst_geom) -> np.ndarray:
     """Adjoint of ``_gather_np``: values in ``dst_geom`` summed back into ``src_geom``."""
     ps, pd = _positions(src_geom), _positions(dst_geom)
     buf = np.zeros(_storage_len(ps, pd), dtype=g.dtype)
-    np.add.at(buf, pd, g)
-    return buf[ps]
+    np.add.at(buf, pd.reshape(-1), np.asarray(g).reshape(-1))
+    return buf[ps.reshape(-1)].reshape(src_geom[0])
 
 
 def _linear_map(x, src_geom, dst_geom, forward: bool, name: str):

@@ -26,8 +26,18 @@ and the *blocks* they are cut into:
   when they have completed (checked at each ``malloc``, forced by ``empty_cache``
   and by the OOM retry).
 
-One lock guards each device allocator. Snapshot layout and history live in
-``_snapshot``, counters in ``_allocator_stats``, settings in ``_allocator_config``.
+One re-entrant lock guards each device allocator; a free that arrives from a
+finalizer (garbage collection) while the same thread is inside an allocator
+operation waits until that operation ends.
+
+Where things live: this module holds the :class:`SegmentSource` protocol, the
+simulated :class:`AddressSpaceSource` and the per-device registry
+(:func:`set_segment_source_factory`, :func:`get_device_allocator`); the algorithm
+is in ``_allocator_core`` (with blocks and free lists in ``_allocator_blocks``),
+snapshot layout and history in ``_snapshot``, counters in ``_allocator_stats``,
+settings in ``_allocator_config`` and a structural self-check in ``_allocator_check``.
+Tensor storage should use :meth:`CachingAllocator.allocate` (torch's 1 EB guard,
+None for 0 bytes); ``caching_allocator_alloc`` uses :meth:`CachingAllocator.malloc`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from refimpl.cuda._allocator_blocks import K_MIN_BLOCK_SIZE, K_SMALL_BUFFER, Block
-from refimpl.cuda._allocator_stats import AGGREGATE
 
 if TYPE_CHECKING:
     from refimpl.cuda._allocator_core import CachingAllocator
@@ -156,7 +155,7 @@ def check_invariants(allocator: CachingAllocator) -> None:
             _fail("oversize_allocations.current disagrees with the blocks")
         if stats.oversize_segments[0] != oversize_segments:
             _fail("oversize_segments.current disagrees with the segments")
-        if allocator.total_reserved != stats.reserved_bytes[AGGREGATE]:
+        if allocator.total_reserved != stats.current("reserved_bytes"):
             _fail("total reserved bytes and reserved_bytes.all.current differ")
         live = getattr(allocator.source, "live", None)
         if isinstance(live, dict) and sizes != live:

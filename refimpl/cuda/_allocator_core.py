@@ -24,7 +24,6 @@ from refimpl.cuda._allocator_blocks import (
 )
 from refimpl.cuda._allocator_config import SIZE_MAX, AllocatorConfig, get_config
 from refimpl.cuda._allocator_stats import (
-    AGGREGATE,
     DeviceStats,
     format_size,
     single_decrease,
@@ -129,6 +128,7 @@ class CachingAllocator:
         # Best fit: the smallest free block of this stream that is large enough.
         if self.set_fraction and config.garbage_collection_threshold > 0.0:
             pool.gc_calls += 1
+        block = None
         keys = pool.keys.get(stream)
         if keys:
             index = bisect_left(keys, rounded << 64)
@@ -145,12 +145,12 @@ class CachingAllocator:
                 ):
                     del keys[index]
                     block = pool.blocks.pop(key & _ADDRESS_MASK)
-                    return self._alloc_found_block(block, rounded, size, stream, context)
-        alloc_size = allocation_size(rounded)
-        block = self._reserve(pool, stream, rounded, alloc_size, context)
-        if block is not None:
-            return self._alloc_found_block(block, rounded, size, stream, context)
-        return alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
+        if block is None:
+            alloc_size = allocation_size(rounded)
+            block = self._reserve(pool, stream, rounded, alloc_size, context)
+            if block is None:
+                return alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
+        return self._alloc_found_block(block, rounded, size, stream, context)
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block | None:
         """Tensor-storage allocation: None for 0 bytes, torch's 1 EB guard, then :meth:`malloc`."""
@@ -600,8 +600,8 @@ class CachingAllocator:
         allowed = f"{format_size(self.allowed_memory_maximum)} allowed; " if self.set_fraction else ""
         self.history.record("oom", free_bytes, size, stream, context)
         self.stats.num_ooms += 1
-        allocated = self.stats.allocated_bytes[AGGREGATE]
-        reserved = self.stats.reserved_bytes[AGGREGATE]
+        allocated = self.stats.current("allocated_bytes")
+        reserved = self.stats.current("reserved_bytes")
         message = (
             f"CUDA out of memory. Tried to allocate {format_size(alloc_size)}. "
             f"GPU {self.device} has a total capacity of {format_size(total)} of which "

@@ -309,14 +309,14 @@ def replay_snapshot(
         else:
             continue
         report.timeline.append(
-            (index, stats.allocated_bytes[0], stats.reserved_bytes[0])
+            (index, stats.current("allocated_bytes"), stats.current("reserved_bytes"))
         )
-    report.peak_reserved = stats.reserved_bytes[1]
-    report.peak_allocated = stats.allocated_bytes[1]
-    report.final_reserved = stats.reserved_bytes[0]
-    report.final_allocated = stats.allocated_bytes[0]
-    report.final_requested = stats.requested_bytes[0]
-    report.segments_peak = stats.segment[1]
+    report.peak_reserved = stats.get("reserved_bytes")[1]
+    report.peak_allocated = stats.get("allocated_bytes")[1]
+    report.final_reserved = stats.current("reserved_bytes")
+    report.final_allocated = stats.current("allocated_bytes")
+    report.final_requested = stats.current("requested_bytes")
+    report.segments_peak = stats.get("segment")[1]
     report.alloc_retries = stats.num_alloc_retries
     report.segments = allocator.segments()
     return report

@@ -17,8 +17,9 @@ from refimpl.ops._registry import REGISTRY, OpDef, defop, get
 MODULES = [
     "copy", "factories", "elementwise", "division", "elementwise_unary", "elementwise_binary",
     "comparison", "clamp", "activation", "printing",
-    "views", "slicing", "views_inplace", "views_properties",
-    "shape", "indexing", "gather_scatter", "reduction", "linalg", "sorting", "random", "interop",
+    "views", "views_dtype", "slicing", "views_inplace", "views_properties",
+    "broadcast", "shape", "indexing", "gather_scatter", "masked",
+    "reduction", "linalg", "sorting", "random", "interop",
 ]
 
 loaded: list = []

@@ -23,7 +23,9 @@ from refimpl.ops.elementwise import (
     Binary,
     Unary,
     alias,
+    broadcast_pair,
     exact_out,
+    finish,
     float_dtype,
     inplace,
 )
@@ -106,6 +108,7 @@ def _check_tol(input: Tensor, other: Tensor, rtol: float, atol: float, equal_nan
 
 def _isclose_cpu(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> np.ndarray:
     _check_tol(input, other, rtol, atol, equal_nan)
+    shape = broadcast_pair(input._shape, other._shape)
     a, b = np.broadcast_arrays(input._np, other._np)
     close = a == b
     if input.dtype.category < 2:  # bool/integers: errors in the default float dtype
@@ -119,7 +122,7 @@ def _isclose_cpu(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> np.nd
         actual = np.abs(aw - bw)
         allowed = atol + np.abs(rtol * bw)
         close |= np.isfinite(actual) & (actual <= allowed)
-    return np.ascontiguousarray(close)
+    return finish(close, D.bool_, shape)
 
 
 def _isclose_meta(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -250,5 +250,44 @@ def record_stream(self: Tensor, stream) -> None:
     _tensor_memory.record_stream(self._storage, stream)
 
 
+def _cast_method(name: str, dtype: D.dtype):
+    def method(self: Tensor, memory_format=None) -> Tensor:
+        return to(self, dtype)
+
+    method.__name__ = name
+    method.__doc__ = f"``self.to({dtype!r})``."
+    return method
+
+
+float = _cast_method("float", D.float32)  # noqa: A001 - torch's method names
+double = _cast_method("double", D.float64)
+half = _cast_method("half", D.float16)
+bfloat16 = _cast_method("bfloat16", D.bfloat16)
+int = _cast_method("int", D.int32)  # noqa: A001
+long = _cast_method("long", D.int64)
+short = _cast_method("short", D.int16)
+char = _cast_method("char", D.int8)
+byte = _cast_method("byte", D.uint8)
+bool = _cast_method("bool", D.bool_)  # noqa: A001
+cfloat = _cast_method("cfloat", D.complex64)
+cdouble = _cast_method("cdouble", D.complex128)
+
+
+def type(self: Tensor, dtype=None, non_blocking: bool = False):  # noqa: A001
+    """The legacy type name (``torch.FloatTensor``), or a copy converted to ``dtype``."""
+    if dtype is None:
+        prefix = "torch.cuda." if self.device.type == "cuda" else "torch."
+        return prefix + D.legacy_type_name(self.dtype)
+    if isinstance(dtype, str):
+        name = dtype.removeprefix("torch.").removeprefix("cuda.")
+        match = [d for d in D.DTYPES.values() if D.legacy_type_name(d) == name]
+        if not match:
+            raise ValueError(f"invalid type: '{dtype}'")
+        out = to(self, match[0])
+        return out.cuda() if "cuda." in dtype else out
+    return to(self, D.dtype_from_any(dtype))
+
+
 TENSOR_METHODS = ("zero_", "contiguous", "to", "cpu", "cuda", "pin_memory", "is_pinned",
-                  "record_stream")
+                  "record_stream", "float", "double", "half", "bfloat16", "int", "long",
+                  "short", "char", "byte", "bool", "cfloat", "cdouble", "type")

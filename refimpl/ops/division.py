@@ -218,6 +218,8 @@ def _int_pow(x, y):
 def _pow(x, y):
     if x.dtype.kind in "iu":
         return _int_pow(x, y)
+    if x.dtype.kind == "c":  # exp(y log x), torch's complex pow (also at 0 and inf)
+        return np.exp(y * np.log(x))
     return np.power(x, y)
 
 
@@ -238,7 +240,7 @@ def _pow_scalar_exp(x, y):
         return 1 / x
     if e == -2:
         return 1 / (x * x)
-    return np.power(x, y)
+    return _pow(x, y)
 
 
 def _pow_scalar_check(dtype, a, b) -> None:

@@ -1,4 +1,4 @@
-"""Tensor contractions: einsum, tensordot, inner (spec TENSOR-320 and following).
+"""Tensor contractions: einsum, tensordot, inner (spec TENSOR-307).
 
 Re-exported by ``linalg``. ``einsum`` parses the equation itself (torch's messages for
 malformed equations and mismatched sizes; a size-1 dimension broadcasts against its
@@ -183,13 +183,13 @@ _einsum = defop("einsum", meta=_einsum_meta, cpu=_einsum_cpu, backward=_einsum_b
 def einsum(equation: str, *operands) -> Tensor:
     """Einstein summation over ``operands`` (given as arguments or as one list), e.g.
     ``einsum('bij,bjk->bik', a, b)``; without ``->`` the output holds the labels that
-    appear once, in alphabetical order (TENSOR-320)."""
+    appear once, in alphabetical order (TENSOR-307)."""
     return _einsum(equation, *operands)
 
 
 def tensordot(a: Tensor, b: Tensor, dims=2, out: Tensor | None = None) -> Tensor:
     """Contract the last ``dims`` dims of ``a`` with the first ``dims`` of ``b``, or the
-    dims listed in ``dims = (dims_a, dims_b)`` (TENSOR-321)."""
+    dims listed in ``dims = (dims_a, dims_b)`` (TENSOR-307)."""
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):

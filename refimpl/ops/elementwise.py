@@ -32,7 +32,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.ops._helpers import broadcast_shapes, result_type, sum_to
+from refimpl.ops._helpers import result_type, sum_to
 from refimpl.ops._registry import OpDef, TensorSpec, defop
 
 # -- dtype groups and errors ----------------------------------------------------------
@@ -42,6 +42,7 @@ INTEGRAL = frozenset({D.uint8, D.int8, D.int16, D.int32, D.int64})
 FLOATING = frozenset({D.float16, D.bfloat16, D.float32, D.float64})
 COMPLEX = frozenset({D.complex64, D.complex128})
 REDUCED = frozenset({D.float16, D.bfloat16})
+_FAST = frozenset({D.bool_, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float32, D.float64})
 ALL = BOOL | INTEGRAL | FLOATING | COMPLEX
 REAL = ALL - COMPLEX
 NUMERIC = ALL - BOOL
@@ -57,6 +58,28 @@ def not_implemented(kernel: str, dtype: D.dtype) -> NotImplementedError:
 def dtype_of(x) -> D.dtype:
     """The dtype of a tensor, or the dtype a Python scalar wraps to."""
     return x.dtype if isinstance(x, Tensor) else D.scalar_dtype(x)
+
+
+def broadcast_pair(a: tuple, b: tuple) -> tuple:
+    """The broadcast of two shapes; torch's error names the last mismatching dim first.
+
+    (``_helpers.broadcast_shapes`` scans from the first dim, so its message can name
+    another dimension than torch's ``infer_size`` does.)
+    """
+    if a == b:
+        return a
+    ndim = max(len(a), len(b))
+    out = [0] * ndim
+    for i in range(ndim - 1, -1, -1):
+        off = ndim - 1 - i
+        sa = a[len(a) - 1 - off] if len(a) - 1 - off >= 0 else 1
+        sb = b[len(b) - 1 - off] if len(b) - 1 - off >= 0 else 1
+        if sa != sb and sa != 1 and sb != 1:
+            raise RuntimeError(
+                f"The size of tensor a ({sa}) must match the size of tensor b ({sb}) at "
+                f"non-singleton dimension {i}")
+        out[i] = sb if sa == 1 else sa
+    return tuple(out)
 
 
 def shape_of(x) -> tuple:
@@ -243,7 +266,7 @@ class Binary:
         if self.pre is not None:
             self.pre(a, b, **kwargs)
         sa, sb = shape_of(a), shape_of(b)
-        shape = sa if sa == sb else broadcast_shapes(sa, sb)
+        shape = sa if sa == sb else broadcast_pair(sa, sb)
         dtype = result_type(a, b)
         if self.result == "float":
             dtype = float_dtype(dtype)
@@ -275,7 +298,7 @@ class Binary:
 def binary_meta(a, b, **_) -> TensorSpec:
     """Broadcast shape, promoted dtype (for ops defined elsewhere)."""
     sa, sb = shape_of(a), shape_of(b)
-    return TensorSpec(sa if sa == sb else broadcast_shapes(sa, sb), result_type(a, b),
+    return TensorSpec(sa if sa == sb else broadcast_pair(sa, sb), result_type(a, b),
                       out_device(a, b))
 
 
@@ -391,15 +414,17 @@ def _alpha_check(dtype: D.dtype, a, b, alpha=1) -> None:
 
 
 def _scaled(y, alpha):
-    if type(alpha) is int and alpha == 1:
+    # torch computes a + alpha * b even for alpha == 1; for complex operands the product
+    # matters (inf + 0j) * (1 + 0j) = inf + nanj
+    if type(alpha) is int and alpha == 1 and y.dtype.kind != "c":
         return y
     return y * scalar_np(alpha, y.dtype)
 
 
 def _fast_same(a, b):
-    """Both tensors of one shape and one non-reduced dtype: numpy can run them directly."""
+    """Both tensors of one shape and one real, non-reduced dtype: numpy runs them as is."""
     return (type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype
-            and a._shape == b._shape and a.dtype not in REDUCED)
+            and a._shape == b._shape and a.dtype in _FAST)
 
 
 def _fast_binary(ufunc, a, b):
@@ -484,8 +509,12 @@ sub = defop("sub", meta=_sub_impl.meta, cpu=_sub_cpu, backward=_sub_backward, jv
             saves=())
 subtract = alias(sub, "subtract")
 
-_rsub_impl = Binary(lambda x, y, alpha=1: np.subtract(y, _scaled(x, alpha)), pre=_sub_check,
-                    post=_alpha_check)
+def _rsub_meta(a, b, *, alpha=1) -> TensorSpec:
+    return _sub_impl.meta(b, a, alpha=alpha)  # torch computes sub(other, self, alpha)
+
+
+def _rsub_cpu(a, b, *, alpha=1):
+    return _sub_impl.cpu(b, a, alpha=alpha)
 
 
 def _rsub_backward(ctx, grad):
@@ -502,9 +531,9 @@ def _rsub_jvp(ctx, ta, tb=None):
     return fit(add_tangents(ta, tb), ctx.outputs[0])
 
 
-_rsub_tensor = defop("rsub", meta=_rsub_impl.meta, cpu=_rsub_impl.cpu, backward=_rsub_backward,
+_rsub_tensor = defop("rsub", meta=_rsub_meta, cpu=_rsub_cpu, backward=_rsub_backward,
                      jvp=_rsub_jvp, saves=(), extra=_hidden())
-_rsub_scalar = defop("rsub.Scalar", meta=_rsub_impl.meta, cpu=_rsub_impl.cpu,
+_rsub_scalar = defop("rsub.Scalar", meta=_rsub_meta, cpu=_rsub_cpu,
                      backward=_rsub_backward, jvp=_rsub_jvp, saves=(), node="RsubBackward1",
                      extra=_hidden())
 

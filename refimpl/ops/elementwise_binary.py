@@ -12,7 +12,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.ops._helpers import broadcast_shapes, result_type
+from refimpl.ops._helpers import result_type
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.elementwise import (
     ALL,
@@ -26,6 +26,7 @@ from refimpl.ops.elementwise import (
     _hidden,
     alias,
     add_tangents,
+    broadcast_pair,
     checked_scalar,
     compute_dtype,
     conj,
@@ -49,7 +50,7 @@ def broadcast_all(*xs) -> tuple:
         if i == 0:
             shape = s
         elif s != shape:
-            shape = broadcast_shapes(shape, s)
+            shape = broadcast_pair(shape, s)
     return shape
 
 

@@ -492,10 +492,5 @@ def argwhere(input: Tensor) -> Tensor:
     return nonzero_op(input)
 
 
-def where_nonzero(condition: Tensor) -> tuple:
-    """The one-argument ``where(condition)``: ``nonzero(condition, as_tuple=True)``."""
-    return nonzero(condition, as_tuple=True)
-
-
-__all__ = ["argwhere", "index_put", "index_put_", "nonzero", "where_nonzero"]
+__all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
 TENSOR_METHODS = ("__getitem__", "__setitem__", "nonzero", "argwhere")

@@ -1,5 +1,6 @@
-"""Matrix products and friends (spec TENSOR-3xx): mm, bmm, mv, dot, vdot, addmm, addmv,
-baddbmm, addbmm, matmul, outer, einsum, tensordot, inner, trace, det, inverse, cross.
+"""Matrix products (spec TENSOR-307): mm, bmm, mv, dot, vdot, addmm, addmv, baddbmm,
+addbmm, matmul, outer, trace; re-exports einsum/tensordot/inner (``einsum``) and
+det/inverse/cross (``linalg_functions``).
 
 The kernels call numpy (``np.matmul`` reaches BLAS for float and complex; integer
 products use numpy's own loops, as torch's CPU also multiplies integers). Operands of
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor, wrap_dim
+from refimpl._tensor import Tensor
 from refimpl.ops._helpers import broadcast_shapes, np_result, sum_to, to_np
 from refimpl.ops._registry import TensorSpec, defop
 
@@ -388,7 +389,7 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
 # -- matmul ------------------------------------------------------------------------------
 
 def matmul(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """The matrix product with numpy's broadcasting rules (TENSOR-301): 1-D operands are
+    """The matrix product with numpy's broadcasting rules (TENSOR-307): 1-D operands are
     promoted to a row (left) or a column (right) that is removed afterwards; batch dims
     broadcast. Operands must share a dtype."""
     da, db = input.dim(), other.dim()
@@ -439,7 +440,7 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 
 ger = outer
 
-# -- trace, det, inverse, cross ----------------------------------------------------------
+# -- trace ---------------------------------------------------------------------------------
 
 def _trace_dtype(x: Tensor) -> D.dtype:
     if x.dim() != 2:
@@ -465,161 +466,8 @@ trace = defop("trace", meta=lambda input: TensorSpec((), _trace_dtype(input), in
               jvp=lambda ctx, t: trace(t), extra={"save_needs": {}})
 
 
-class _LinAlgError(RuntimeError):
-    """A singular matrix where an invertible one is needed (torch's ``LinAlgError``)."""
-
-
-def _check_square(name: str, x: Tensor) -> None:
-    if x.dim() < 2:
-        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
-    if x._shape[-1] != x._shape[-2]:
-        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
-                           f"{x._shape[-2]} by {x._shape[-1]} matrices")
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
-        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as "
-                           f"input. Got {_tn(x)}")
-    if x.dtype.itemsize < 4:
-        if name == "det":
-            raise NotImplementedError(f'"lu_cpu" not implemented for \'{_tn(x)}\'')
-        raise RuntimeError(f"linalg.{name}: Low precision dtypes not supported. Got {_tn(x)}")
-
-
-def _square_meta(name: str):
-    def meta(input) -> TensorSpec:
-        _check_square(name, input)
-        return TensorSpec(input._shape[:-2] if name == "det" else input._shape, input.dtype,
-                          input.device)
-    return meta
-
-
-def _det_cpu(input) -> np.ndarray:
-    _check_square("det", input)
-    return np_result(np.linalg.det(input._np), input.dtype)
-
-
-def _det_backward(ctx, grad):
-    a, det = ctx.args[0], ctx.outputs[0]
-    return ((grad * _conj(det)).unsqueeze(-1).unsqueeze(-1) * _h(inverse(a)),)
-
-
-def _det_jvp(ctx, tangent):
-    a, det = ctx.args[0], ctx.outputs[0]
-    return det * (inverse(a) * tangent.transpose(-2, -1)).sum((-2, -1))
-
-
-det = defop("det", meta=_square_meta("det"), cpu=_det_cpu, backward=_det_backward,
-            jvp=_det_jvp, node="LinalgDetBackward0", saves=("inputs", "outputs"))
-
-
-def _zero_pivot(m: np.ndarray) -> int:
-    """The 1-based index of LU's first zero pivot (with partial pivoting), 0 if none."""
-    a = m.astype(np.complex128 if np.iscomplexobj(m) else np.float64)
-    n = a.shape[0]
-    for k in range(n):
-        p = k + int(np.argmax(np.abs(a[k:, k])))
-        if a[p, k] == 0:
-            return k + 1
-        a[[k, p]] = a[[p, k]]
-        a[k + 1:, k] /= a[k, k]
-        a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:])
-    return 0
-
-
-def _inverse_cpu(input) -> np.ndarray:
-    _check_square("inv", input)
-    arr = input._np
-    try:
-        return np_result(np.linalg.inv(arr), input.dtype)
-    except np.linalg.LinAlgError:
-        flat = arr.reshape(-1, *arr.shape[-2:])
-        for b, m in enumerate(flat):
-            k = _zero_pivot(m)
-            if k:
-                where = f"(Batch element {b}): " if arr.ndim > 2 else ""
-                raise _LinAlgError(
-                    f"linalg.inv: {where}The diagonal element {k} is zero, the inversion could "
-                    "not be completed because the input matrix is singular.") from None
-        raise
-
-
-def _inverse_backward(ctx, grad):
-    inv_h = _h(ctx.outputs[0])
-    return (-(inv_h.matmul(grad).matmul(inv_h)),)
-
-
-def _inverse_jvp(ctx, tangent):
-    inv = ctx.outputs[0]
-    return -(inv.matmul(tangent).matmul(inv))
-
-
-inverse = defop("inverse", meta=_square_meta("inv"), cpu=_inverse_cpu,
-                backward=_inverse_backward, jvp=_inverse_jvp, node="LinalgInvExBackward0",
-                saves=("outputs",))
-
-
-def _cross_check(input, other, dim) -> tuple:
-    if input.dim() != other.dim():
-        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
-    if input.dtype is not other.dtype:
-        raise RuntimeError(f"expected scalar type {_tn(input)} but found {_tn(other)}")
-    shape = broadcast_shapes(input._shape, other._shape)
-    d = wrap_dim(dim, len(shape))
-    if input._shape[d] != 3 or other._shape[d] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
-                           f"{input._shape[d]} and {other._shape[d]}")
-    return shape, d
-
-
-def _cross_cpu(input, other, *, dim=-1) -> np.ndarray:
-    _, d = _cross_check(input, other, dim)
-    _no_bool("cross", input)
-    return np_result(np.cross(to_np(input, input.dtype), to_np(other, input.dtype), axis=d),
-                     input.dtype)
-
-
-def _cross_backward(ctx, grad):
-    a, b = ctx.args[0], ctx.args[1]
-    dim = ctx.kwargs.get("dim", -1)
-    need = ctx.needs_input_grad
-    return (sum_to(linalg_cross(_conj(b), grad, dim=dim), a.shape) if need[0] else None,
-            sum_to(linalg_cross(grad, _conj(a), dim=dim), b.shape) if need[1] else None)
-
-
-def _cross_jvp(ctx, ta, tb, *_):
-    a, b = ctx.args[0], ctx.args[1]
-    dim = ctx.kwargs.get("dim", -1)
-    parts = [linalg_cross(ta, b, dim=dim) if ta is not None else None,
-             linalg_cross(a, tb, dim=dim) if tb is not None else None]
-    parts = [p for p in parts if p is not None]
-    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
-
-
-linalg_cross = defop(
-    "linalg_cross", meta=lambda input, other, *, dim=-1: TensorSpec(
-        _cross_check(input, other, dim)[0], input.dtype, input.device),
-    cpu=_cross_cpu, backward=_cross_backward, jvp=_cross_jvp,
-    extra={"method": False, **_CROSS})
-
-
-def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
-    """The 3-vector cross product along ``dim``; without ``dim``, the first dim of size 3
-    (deprecated in torch, with its warning)."""
-    if dim is None:
-        import warnings
-
-        warnings.warn(
-            "Using torch.cross without specifying the dim arg is deprecated.\nPlease either "
-            "pass the dim explicitly or simply use torch.linalg.cross.\nThe default value of "
-            "dim will change to agree with that of linalg.cross in a future release.",
-            UserWarning, stacklevel=2)
-        shape = broadcast_shapes(input._shape, other._shape)
-        dim = next((i for i, s in enumerate(shape) if s == 3), None)
-        if dim is None:
-            raise RuntimeError("no dimension of size 3 in input")
-    return linalg_cross(input, other, dim=dim)
-
-
 from refimpl.ops.einsum import einsum, inner, tensordot
+from refimpl.ops.linalg_functions import cross, det, inverse, linalg_cross
 
 __all__ = ["addbmm", "addmm", "addmv", "baddbmm", "bmm", "cross", "det", "dot", "einsum", "ger",
            "inner", "inverse", "linalg_cross", "matmul", "mm", "mv", "outer", "tensordot", "trace",

@@ -1,4 +1,4 @@
-"""max, min, amax, amin, aminmax, argmax, argmin (spec TENSOR-510 and following).
+"""max, min, amax, amin, aminmax, argmax, argmin (spec TENSOR-504, TENSOR-505).
 
 Re-exported by ``reduction``. ``max(x)`` reduces everything to a 0-dim tensor and
 splits its gradient evenly among tied maxima; ``max(x, dim)`` returns
@@ -134,13 +134,13 @@ _MISSING = object()
 def max(input: Tensor, *args, **kwargs):
     """``max(input)``: the largest element (0-dim); ``max(input, dim, keepdim=False)``:
     ``(values, indices)`` along ``dim``; ``max(input, other)``: elementwise ``maximum``.
-    NaN propagates (TENSOR-510)."""
+    NaN propagates (TENSOR-504)."""
     return _extreme("max", _max, _max_dim, "maximum", input, args, kwargs)
 
 
 def min(input: Tensor, *args, **kwargs):
     """``min(input)``, ``min(input, dim, keepdim=False)`` or ``min(input, other)``, the
-    mirror image of ``max`` (TENSOR-510)."""
+    mirror image of ``max`` (TENSOR-504)."""
     return _extreme("min", _min, _min_dim, "minimum", input, args, kwargs)
 
 
@@ -239,7 +239,7 @@ _aminmax = defop("aminmax", meta=_aminmax_meta, cpu=_aminmax_cpu, backward=_amin
 
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False, out=None):
-    """``(min, max)`` of all elements, or along ``dim`` (TENSOR-512)."""
+    """``(min, max)`` of all elements, or along ``dim`` (TENSOR-504)."""
     kwargs = {"dim": dim, "keepdim": keepdim} if dim is not None else {"keepdim": keepdim}
     if out is not None:
         kwargs["out"] = out

@@ -1,5 +1,5 @@
-"""var, std, var_mean, std_mean, norm, linalg_vector_norm, dist (spec TENSOR-520 and
-following). Re-exported by ``reduction``.
+"""var, std, var_mean, std_mean, norm, linalg_vector_norm, dist (spec TENSOR-507,
+TENSOR-508). Re-exported by ``reduction``.
 
 ``var`` divides by ``N - correction`` (``correction=1`` by default; ``unbiased=False``
 means ``correction=0``) and warns when that is <= 0. Complex inputs give real
@@ -320,7 +320,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, out=None,
          dtype=None) -> Tensor:
     """The vector p-norm over ``dim`` (all elements by default). ``p`` is a number
     (``inf``, ``-inf`` and ``0`` included) or ``'fro'`` (the 2-norm over at most two
-    dims); the nuclear norm is not implemented (TENSOR-525)."""
+    dims); the nuclear norm is not implemented (TENSOR-508)."""
     if p is None:
         p = 2
     if isinstance(p, str):

@@ -1,4 +1,4 @@
-"""Scans along one dim: cumsum, cumprod, cummax, cummin (spec TENSOR-530 and following).
+"""Scans along one dim: cumsum, cumprod, cummax, cummin (spec TENSOR-501).
 
 Re-exported by ``reduction``. ``cumsum``/``cumprod`` of bools and integers give int64
 unless ``dtype`` is given. ``cummax``/``cummin`` return ``(values, indices)``: among
@@ -182,8 +182,8 @@ def _declare(name: str, ufunc):
 
 
 cummax = _declare("cummax", np.maximum)
-cummax.__doc__ = """Running maximum along ``dim``: ``(values, indices)`` (TENSOR-533)."""
+cummax.__doc__ = """Running maximum along ``dim``: ``(values, indices)`` (TENSOR-501)."""
 cummin = _declare("cummin", np.minimum)
-cummin.__doc__ = """Running minimum along ``dim``: ``(values, indices)`` (TENSOR-533)."""
+cummin.__doc__ = """Running minimum along ``dim``: ``(values, indices)`` (TENSOR-501)."""
 
 __all__ = ["cummax", "cummin", "cumprod", "cumsum"]

@@ -150,8 +150,9 @@ select_backward = defop(
     backward=lambda ctx, g: (g.select(ctx.args[2], ctx.args[3]),),
     jvp=lambda ctx, t, *_: select_backward(t, *ctx.args[1:]), extra={"method": False})
 
+# An index given as a 0-dim tensor is read again by the backward: it is saved.
 select = defop(
-    "select", kind="view", saves=(),
+    "select", kind="view", extra={"save_needs": {0: (2,)}},
     meta=lambda self, dim, index: select_geometry(*_geom(self), dim, _index(index)),
     backward=lambda ctx, g: (select_backward(g, ctx.args[0].shape, ctx.args[1],
                                              _index(ctx.args[2])),),
@@ -265,7 +266,8 @@ def _split_meta(self: Tensor, split_size, dim: int = 0) -> tuple:
 
 
 split_with_sizes = defop(
-    "split_with_sizes", kind="view", meta=_split_with_sizes_meta, saves=(),
+    "split_with_sizes", kind="view", meta=_split_with_sizes_meta,
+    extra={"save_needs": {0: (1,)}},
     backward=lambda ctx, *gs: _cat_grads(ctx, gs, ctx.args[1], _dim_arg(ctx, 2)),
     jvp=lambda ctx, t, *_: None if t is None else split_with_sizes(
         t, ctx.args[1], _dim_arg(ctx, 2)))
@@ -278,12 +280,12 @@ def _dim_arg(ctx, pos: int) -> int:
 
 
 split_op = defop(
-    "split", kind="view", meta=_split_meta, saves=(),
+    "split", kind="view", meta=_split_meta,
     backward=lambda ctx, *gs: _cat_grads(
         ctx, gs, _split_sizes(ctx.args[0], _index(ctx.args[1]), _dim_arg(ctx, 2)),
         _dim_arg(ctx, 2)),
     jvp=lambda ctx, t, *_: None if t is None else split_op(t, ctx.args[1], _dim_arg(ctx, 2)),
-    extra={"method": False})
+    extra={"method": False, "save_needs": {0: (1,)}})
 
 
 def split(self: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
@@ -462,8 +464,9 @@ def _input_geometry(t) -> tuple:
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
+# The backward needs the input's strides and offset, not only its shape: self is saved.
 as_strided = defop(
-    "as_strided", kind="view", meta=as_strided_geometry, saves=(),
+    "as_strided", kind="view", meta=as_strided_geometry, extra={"save_needs": {0: (0, 3)}},
     backward=lambda ctx, g: (as_strided_backward(g, _input_geometry(ctx.args[0]),
                                                  *_as_strided_args(ctx)),),
     jvp=lambda ctx, t, *_: None if t is None else t.as_strided(*_as_strided_args(ctx)))

@@ -1,6 +1,6 @@
-"""Sorting and order statistics (spec TENSOR-340 and following): sort, argsort, msort,
-topk, kthvalue, median, nanmedian, mode, unique, unique_consecutive, searchsorted,
-bucketize, histc.
+"""Sorting and order statistics: sort, argsort, msort, topk, kthvalue, median,
+nanmedian, mode, unique, unique_consecutive, searchsorted, bucketize, histc (dims:
+spec TENSOR-309; median: TENSOR-509).
 
 Sorts are stable in both directions, NaN ranking above every number (last ascending,
 first descending). Where torch's CPU kernels leave the order of ties unspecified
@@ -98,7 +98,7 @@ _sort = defop("sort", meta=_sort_meta, cpu=_sort_cpu,
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False,
          out=None):
-    """``(values, indices)`` sorted along ``dim``; always stable (TENSOR-340)."""
+    """``(values, indices)`` sorted along ``dim``; always stable (TENSOR-309)."""
     kwargs = {} if out is None else {"out": out}
     return named_result("sort", _sort(input, dim, descending, stable=stable, **kwargs), out)
 
@@ -152,7 +152,7 @@ _topk = defop("topk", meta=_topk_meta, cpu=_topk_cpu,
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,
          *, out=None):
     """The ``k`` largest (or smallest) elements along ``dim`` as ``(values, indices)``,
-    always in sorted order (TENSOR-342)."""
+    always in sorted order."""
     kwargs = {} if out is None else {"out": out}
     return named_result("topk", _topk(input, k, dim, largest, sorted, **kwargs), out)
 
@@ -194,7 +194,7 @@ _kthvalue = defop("kthvalue", meta=_kth_meta, cpu=_kth_cpu,
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, *, out=None):
-    """The ``k``-th smallest element along ``dim`` (1-based) and its index (TENSOR-343)."""
+    """The ``k``-th smallest element along ``dim`` (1-based) and its index."""
     kwargs = {} if out is None else {"out": out}
     return named_result("kthvalue", _kthvalue(input, k, dim, keepdim, **kwargs), out)
 
@@ -291,7 +291,7 @@ def _kth_meta_dim(input, dim, keepdim=False) -> tuple:
 
 median = _declare_median("median", False)
 median.__doc__ = """``median(input)``: the lower median of all elements (NaN if any is
-NaN); ``median(input, dim, keepdim=False)``: ``(values, indices)`` (TENSOR-345)."""
+NaN); ``median(input, dim, keepdim=False)``: ``(values, indices)`` (TENSOR-509)."""
 nanmedian = _declare_median("nanmedian", True)
 nanmedian.__doc__ = """``median`` ignoring NaNs (NaN only where every element is)."""
 
@@ -324,7 +324,7 @@ _mode = defop("mode", meta=lambda input, dim=-1, keepdim=False: _kth_meta(input,
 
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False, *, out=None):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones)
-    and an index where it occurs (TENSOR-346)."""
+    and an index where it occurs."""
     kwargs = {} if out is None else {"out": out}
     return named_result("mode", _mode(input, dim, keepdim, **kwargs), out)
 
@@ -413,14 +413,14 @@ def _unique_result(result: tuple, return_inverse: bool, return_counts: bool):
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
            return_counts: bool = False, dim: int | None = None):
     """The distinct elements (or slices along ``dim``) in ascending order, optionally with
-    the inverse mapping and the counts; NaNs are all distinct (TENSOR-350)."""
+    the inverse mapping and the counts; NaNs are all distinct."""
     r = _unique2(input, sorted, return_inverse, return_counts, dim)
     return _unique_result(r, return_inverse, return_counts)
 
 
 def unique_consecutive(input: Tensor, return_inverse: bool = False,
                        return_counts: bool = False, dim: int | None = None):
-    """Collapse runs of equal consecutive elements (or slices along ``dim``) (TENSOR-351)."""
+    """Collapse runs of equal consecutive elements (or slices along ``dim``)."""
     r = _unique_consecutive(input, True, return_inverse, return_counts, dim)
     return _unique_result(r, return_inverse, return_counts)
 
@@ -498,7 +498,7 @@ searchsorted = defop("searchsorted", meta=_searchsorted_meta, cpu=_searchsorted_
 def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool = False,
               out=None) -> Tensor:
     """For each element, the index of the bucket of 1-D ``boundaries`` it falls in
-    (``searchsorted`` with the arguments swapped) (TENSOR-353)."""
+    (``searchsorted`` with the arguments swapped)."""
     if boundaries.dim() != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
     kwargs = {"out_int32": out_int32, "right": right}

@@ -5,9 +5,10 @@ makes the alias, sharing the storage and the version counter and setting ``_base
 meta functions read metadata only, so fake tensors run them unchanged.
 
 This module holds the views that rearrange or regroup dims (view, reshape, transpose,
-permute, expand, squeeze, unsqueeze, movedim, flatten, unflatten) and the dtype views
-(``view(dtype)``, ``view_as_real``, ``view_as_complex``). Views that pick a subset of the
-elements (select, slicing, split, diagonal, as_strided, ...) are in ``slicing.py``.
+permute, expand, squeeze, unsqueeze, movedim, flatten, unflatten). Views that pick a
+subset of the elements (select, slicing, split, diagonal, as_strided, ...) are in
+``slicing.py``; views that change the dtype (``view(dtype)``, ``view_as_real``, real/imag)
+in ``views_dtype.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
 from refimpl.ops._registry import TensorSpec, ViewSpec, defop
+from refimpl.ops.views_dtype import view_dtype
 
 
 def type_str(t: Tensor) -> str:
@@ -107,14 +109,6 @@ def view_strides(old_shape, old_stride, new_shape):
     return tuple(new_stride)
 
 
-def alias_as(src: Tensor, shape, stride, offset: int, dtype: D.dtype) -> Tensor:
-    """A view of ``src`` read as ``dtype`` (same storage, version counter and root base)."""
-    base = src._base if src._base is not None else src
-    out = Tensor._make(src._storage, shape, stride, offset, dtype, src._version_counter, base)
-    out._is_inference = src._is_inference
-    return out
-
-
 def _same_view(ctx, tangent, name: str, *args):
     return None if tangent is None else getattr(tangent, name)(*args)
 
@@ -136,55 +130,6 @@ view_op = defop("view", kind="view", meta=_view_meta, saves=(),
                 backward=lambda ctx, g: (g.reshape(ctx.args[0].shape),),
                 jvp=lambda ctx, t, *_: t.view(ctx.outputs[0].shape),
                 extra={"method": False})
-
-
-def _dtype_view_geometry(self: Tensor, dtype: D.dtype):
-    """Shape, strides and offset of ``self`` reinterpreted as ``dtype`` (torch's view.dtype)."""
-    old, new = self.dtype.itemsize, dtype.itemsize
-    if old == new:
-        return self._shape, self._stride, self._offset
-    what = (f"to view {D.type_name(self.dtype)} as {D.type_name(dtype)} "
-            "(different element sizes)")
-    if self.dim() == 0:
-        raise RuntimeError(f"self.dim() cannot be 0 {what}")
-    if self._stride[-1] != 1:
-        raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {self._stride[-1]}")
-    shape, stride = list(self._shape), list(self._stride)
-    if new > old:
-        ratio = new // old
-        if shape[-1] % ratio:
-            raise RuntimeError(
-                f"self.size(-1) must be divisible by {ratio} {what}, but got {shape[-1]}")
-        if self._offset % ratio:
-            raise RuntimeError(
-                f"self.storage_offset() must be divisible by {ratio} {what}, but got "
-                f"{self._offset}")
-        for i in range(len(stride) - 1):
-            if stride[i] % ratio:
-                raise RuntimeError(
-                    f"self.stride({i}) must be divisible by {ratio} {what}, but got {stride[i]}")
-            stride[i] //= ratio
-        shape[-1] //= ratio
-        return tuple(shape), tuple(stride), self._offset // ratio
-    ratio = old // new
-    shape[-1] *= ratio
-    stride = [s * ratio for s in stride[:-1]] + [1]
-    return tuple(shape), tuple(stride), self._offset * ratio
-
-
-def _view_dtype_kernel(self: Tensor, dtype: D.dtype) -> Tensor:
-    shape, stride, offset = _dtype_view_geometry(self, dtype)
-    return Tensor._make(self._storage, shape, stride, offset, dtype, self._version_counter)
-
-
-def _view_dtype_meta(self: Tensor, dtype: D.dtype) -> TensorSpec:
-    return TensorSpec(_dtype_view_geometry(self, dtype)[0], dtype, self.device)
-
-
-# torch does not track view(dtype) as a view (no _base) and it is not differentiable, but
-# the result shares the storage and the version counter.
-view_dtype = defop("_view_dtype", meta=_view_dtype_meta, cpu=_view_dtype_kernel,
-                   cuda=_view_dtype_kernel, differentiable=False, extra={"method": False})
 
 
 def view(self: Tensor, *size) -> Tensor:
@@ -509,83 +454,14 @@ alias = defop("alias", kind="view", meta=_alias_meta, saves=(), backward=lambda 
               jvp=lambda ctx, tg: tg, extra={"method": False})
 
 
-# -- complex <-> real views -------------------------------------------------------------------
-# These views change the dtype, which a ViewSpec cannot say: they are "compute" ops whose
-# kernels return the aliasing tensor themselves (with ``_base`` set, so autograd still
-# treats the result as a view of the input).
-
-def _view_as_real_geometry(self: Tensor) -> tuple:
-    if not self.dtype.is_complex:
-        raise RuntimeError("view_as_real is only supported for complex tensors")
-    return (self._shape + (2,), tuple(s * 2 for s in self._stride) + (1,), self._offset * 2,
-            self.dtype.to_real())
-
-
-def _view_as_complex_geometry(self: Tensor) -> tuple:
-    if self.dtype not in (D.float32, D.float64, D.float16):
-        raise RuntimeError(
-            "view_as_complex is only supported for half, float and double tensors, but got a "
-            f"tensor of scalar type: {D.type_name(self.dtype)}")
-    if self.dtype is D.float16:
-        raise NotImplementedError("refimpl does not implement complex32 tensors")
-    if not self._shape or self._shape[-1] != 2:
-        raise RuntimeError("Tensor must have a last dimension of size 2")
-    if self._stride[-1] != 1:
-        raise RuntimeError("Tensor must have a last dimension with stride 1")
-    if any(s % 2 for s in self._stride[:-1]):
-        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
-    if self._offset % 2:
-        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
-    return (self._shape[:-1], tuple(s // 2 for s in self._stride[:-1]), self._offset // 2,
-            self.dtype.to_complex())
-
-
-def _dtype_view_op(name: str, geometry, backward, jvp):
-    def kernel(self: Tensor) -> Tensor:
-        return alias_as(self, *geometry(self))
-
-    def meta(self: Tensor) -> TensorSpec:
-        shape, _, _, dtype = geometry(self)
-        return TensorSpec(shape, dtype, self.device)
-
-    return defop(name, meta=meta, cpu=kernel, cuda=kernel, saves=(), backward=backward,
-                 jvp=jvp, extra={"method": False, "dtype_view": True})
-
-
-view_as_real = _dtype_view_op(
-    "view_as_real", _view_as_real_geometry,
-    lambda ctx, g: (view_as_complex(g.contiguous()),),
-    lambda ctx, tg: None if tg is None else view_as_real(tg))
-view_as_complex = _dtype_view_op(
-    "view_as_complex", _view_as_complex_geometry,
-    lambda ctx, g: (view_as_real(g),),
-    lambda ctx, tg: None if tg is None else view_as_complex(tg))
-
-
-def real(input: Tensor) -> Tensor:
-    """The real part as a view (the input itself for a real tensor)."""
-    if not input.dtype.is_complex:
-        return input
-    return view_as_real(input).select(-1, 0)
-
-
-def imag(input: Tensor) -> Tensor:
-    """The imaginary part of a complex tensor, as a view."""
-    if not input.dtype.is_complex:
-        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    return view_as_real(input).select(-1, 1)
-
-
 __all__ = [
     "broadcast_to",
     "expand_as",
     "flatten",
-    "imag",
-    "infer_size",
+        "infer_size",
     "moveaxis",
     "movedim",
     "permute",
-    "real",
     "reshape",
     "squeeze",
     "swapaxes",
@@ -595,8 +471,6 @@ __all__ = [
     "unflatten",
     "unsqueeze",
     "view_as",
-    "view_as_complex",
-    "view_as_real",
     "view_strides",
 ]
 TENSOR_METHODS = (

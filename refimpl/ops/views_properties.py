@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 
 from refimpl._tensor import Tensor
-from refimpl.ops import views
+from refimpl.ops import views, views_dtype
 
 _warned: set = set()
 
@@ -66,19 +66,19 @@ def adjoint(input: Tensor) -> Tensor:
 
 
 def _set_real(self: Tensor, value) -> None:
-    views.real(self).copy_(value)
+    views_dtype.real(self).copy_(value)
 
 
 def _set_imag(self: Tensor, value) -> None:
-    views.imag(self).copy_(value)
+    views_dtype.imag(self).copy_(value)
 
 
 T = property(_numpy_t, doc="The dims reversed (a permute view); meant for 2-D tensors.")
 mT = property(_matrix_t, doc="The last two dims transposed (a view).")
 H = property(_hermitian, doc="The conjugate transpose of a 2-D tensor.")
 mH = property(adjoint, doc="The conjugate transpose of the last two dims.")
-real = property(views.real, _set_real, doc="The real part (a view); assignable.")
-imag = property(views.imag, _set_imag, doc="The imaginary part of a complex tensor (a view).")
+real = property(views_dtype.real, _set_real, doc="The real part (a view); assignable.")
+imag = property(views_dtype.imag, _set_imag, doc="The imaginary part of a complex tensor (a view).")
 
 __all__ = ["adjoint"]
 TENSOR_METHODS = ("T", "mT", "H", "mH", "real", "imag", "adjoint")
