@@ -11,6 +11,10 @@ from __future__ import annotations
 from refimpl import _dtype, _tensor_methods
 from refimpl import ops as _ops
 from refimpl._device import device
+from refimpl._generic_streams import Event, Stream
+from refimpl.backends._precision import (
+    get_float32_matmul_precision, set_float32_matmul_precision,
+)
 from refimpl._dtype import (
     bfloat16,
     complex32,
@@ -112,8 +116,8 @@ def is_warn_always_enabled() -> builtins_bool:  # type: ignore[name-defined]
 
 def __getattr__(name: str):
     # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
-    if name == "cuda":
+    if name in ("cuda", "backends"):
         import importlib
 
-        return importlib.import_module("refimpl.cuda")
+        return importlib.import_module(f"refimpl.{name}")
     raise AttributeError(f"module 'refimpl' has no attribute '{name}'")

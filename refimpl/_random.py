@@ -152,8 +152,13 @@ default_generator = Generator()
 
 
 def manual_seed(seed: int) -> Generator:
-    """Seed the default CPU generator (and CUDA generators once CUDA is initialised)."""
+    """Seed the default CPU generator and every CUDA generator (queued until CUDA init)."""
     default_generator.manual_seed(seed)
+    import sys
+
+    cuda = sys.modules.get("refimpl.cuda")
+    if cuda is not None and not cuda._is_in_bad_fork():
+        cuda.manual_seed_all(seed)
     return default_generator
 
 

@@ -224,8 +224,11 @@ if "--oom" in sys.argv:
 
 @pytest.fixture
 def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("_factory", "_allocators", "_history_settings", "_global_oom_observers"):
-        monkeypatch.setattr(_allocator, name, getattr(_allocator, name))
+    # Fresh registry objects: `run --simulate` resets the registry in place.
+    monkeypatch.setattr(_allocator, "_factory", None)
+    monkeypatch.setattr(_allocator, "_allocators", {})
+    monkeypatch.setattr(_allocator, "_history_settings", None)
+    monkeypatch.setattr(_allocator, "_global_oom_observers", [])
     monkeypatch.setattr(_allocator_config, "_config", _allocator_config.AllocatorConfig())
     for name in ("_current_device", "_current_stream", "_lazy_init_hook",
                  "_is_initialized_hook", "_device_count"):

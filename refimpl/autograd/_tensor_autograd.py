@@ -81,6 +81,10 @@ class TensorAutogradMixin:
     def requires_grad(self, value) -> None:
         if not isinstance(value, bool):
             raise RuntimeError("requires_grad must be a bool")
+        if value and self.grad_fn is None and self.dtype.category < 2:
+            raise RuntimeError(
+                "only Tensors of floating point and complex dtype can require gradients"
+            )
         self.requires_grad_(value)
 
     @requires_grad.deleter
@@ -98,9 +102,7 @@ class TensorAutogradMixin:
                 )
             return self
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
-            raise RuntimeError(
-                "only Tensors of floating point and complex dtype can require gradients"
-            )
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._rg = bool(requires_grad)
         return self
 

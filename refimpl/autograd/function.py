@@ -231,7 +231,7 @@ class Function(metaclass=FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run ``forward`` and record the call in the graph."""
-        if not isinstance(inspect.getattr_static(cls, "forward"), staticmethod):
+        if not isinstance(inspect.getattr_static(cls, "forward"), (staticmethod, classmethod)):
             raise RuntimeError(
                 "Legacy autograd function with non-static forward method is deprecated. Please "
                 "use new-style autograd function with static forward method. (Example: "

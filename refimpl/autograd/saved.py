@@ -12,6 +12,8 @@ version counter, and unpacking rebuilds a tensor whose ``grad_fn`` is the node.
 
 from __future__ import annotations
 
+import weakref
+
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -50,7 +52,12 @@ class SavedVariable(SavedTensor):
         self._requires_grad = tensor.requires_grad
         self._was_leaf = tensor.grad_fn is None
         self._meta = (tensor._shape, tensor.dtype, tensor.device)
+        # where the original's gradient flows, to give an unpacked copy the same identity
         self._node_fn = None
+        if not is_output and self._requires_grad:
+            from refimpl.autograd.graph import gradient_edge
+
+            self._node_fn = gradient_edge(tensor)
         if hooks is None:
             from refimpl.autograd.graph_hooks import HOOKS
 
@@ -121,14 +128,22 @@ class SavedVariable(SavedTensor):
                     "Output of saved tensor unpack_hook expected to be a Tensor but got result "
                     f"of type {type(data).__name__}"
                 )
-            if self._is_output and node is not None and data.grad_fn is None \
-                    and self._requires_grad:
-                data = _with_history(data, node, self._output_nr)
-            return data
+            # like torch, the unpacked value takes the saved tensor's place in the graph,
+            # whatever history the hook's result has
+            if self._is_output and node is not None and self._requires_grad:
+                return _with_history(data, node, self._output_nr)
+            if self._node_fn is not None:
+                return _with_edge(data, self._node_fn)
+            return _alias(data)
         self._check_version(node)
         data = self._data
         if self._is_output and node is not None and self._requires_grad:
             return _with_history(data, node, self._output_nr)
+        if self._requires_grad and not self._is_output and not data.requires_grad:
+            raise RuntimeError(
+                "Trying to use a saved tensor that has been detached in-place, i.e. with "
+                ".detach_().This is not supported, please use out-of-place `.detach()` instead"
+            )
         return data
 
     def _check_version(self, node) -> None:
@@ -177,6 +192,21 @@ def _alias(tensor):
     t = Tensor._make(tensor._storage, tensor._shape, tensor._stride, tensor._offset,
                      tensor.dtype, tensor._version_counter)
     t._is_inference = tensor._is_inference
+    return t
+
+
+def _with_edge(data, edge):
+    """An alias of ``data`` whose gradient flows where the saved original's did."""
+    from refimpl.autograd.graph import AccumulateGrad
+
+    t = _alias(data)
+    node, output_nr = edge
+    if isinstance(node, AccumulateGrad):
+        t._rg = True
+        t._grad_acc = weakref.ref(node)
+    else:
+        t._gfn = node
+        t._output_nr = output_nr
     return t
 
 

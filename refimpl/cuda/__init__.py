@@ -9,7 +9,7 @@ GPU segment source in ``_device_source``, and the public memory functions in
 
 from __future__ import annotations
 
-from refimpl.cuda import _device, _device_source, _kernels, _lazy
+from refimpl.cuda import _device, _device_source, _host_allocator, _kernels, _lazy
 from refimpl.cuda._device import (
     AcceleratorError,
     CudaError,
@@ -65,6 +65,13 @@ _transform_uuid_to_ordinals = _device._transform_uuid_to_ordinals
 _is_in_bad_fork = _lazy._is_in_bad_fork
 _lazy_call = _lazy._lazy_call
 _sleep = _kernels._sleep
+from refimpl.cuda.random import (  # noqa: E402
+    get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed,
+    seed_all, set_rng_state, set_rng_state_all,
+)
+
+cudart = _host_allocator.cudart
+host_memory_stats = _host_allocator.host_memory_stats
 get_cycles_per_ms = _kernels.get_cycles_per_ms
 
 

@@ -74,7 +74,6 @@ __all__ = [
     "OutOfMemoryError",
     "SegmentSource",
     "allocation_size",
-    "allocator_owning",
     "attach_oom_observer",
     "configure_history",
     "device_allocators",
@@ -276,14 +275,6 @@ def get_device_allocator(index: int) -> CachingAllocator:
             allocator.oom_observers.extend(_global_oom_observers)
             _allocators[index] = allocator
         return allocator
-
-
-def allocator_owning(address: int) -> CachingAllocator | None:
-    """The device allocator that handed out the block starting at ``address``, if any."""
-    for allocator in tuple(_allocators.values()):
-        if allocator.block_at(address) is not None:
-            return allocator
-    return None
 
 
 def device_allocators() -> dict[int, CachingAllocator]:

@@ -453,6 +453,18 @@ def host_free(address: int) -> None:
     _call("cuMemFreeHost", address)
 
 
+def host_register(address: int, nbytes: int, flags: int = 0) -> None:
+    """Page-lock existing host memory (``cuMemHostRegister``)."""
+    use_device(_tls_device_or_zero())
+    _call("cuMemHostRegister", address, nbytes, flags)
+
+
+def host_unregister(address: int) -> None:
+    """Undo :func:`host_register` (``cuMemHostUnregister``)."""
+    use_device(_tls_device_or_zero())
+    _call("cuMemHostUnregister", address)
+
+
 def _tls_device_or_zero() -> int:
     return getattr(_tls, "device", 0)
 

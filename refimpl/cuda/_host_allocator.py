@@ -19,6 +19,7 @@ events.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from collections import defaultdict
@@ -207,10 +208,9 @@ class _PinnedOwner:
         self.allocator = allocator
 
     def __del__(self) -> None:
-        try:
+        # at interpreter shutdown the allocator may already be gone
+        with contextlib.suppress(Exception):
             self.allocator.free(self.block)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 def pinned_buffer(nbytes: int) -> np.ndarray:
@@ -235,9 +235,48 @@ def block_of(array: np.ndarray) -> HostBlock | None:
     return owner.block if owner is not None else None
 
 
+# Host ranges page-locked with cudaHostRegister (address -> nbytes).
+_registered: dict[int, int] = {}
+
+
 def is_pinned_address(address: int) -> bool:
-    """Whether a host address lies in pinned memory of the host allocator."""
+    """Whether a host address lies in pinned memory: the host allocator's or registered."""
+    if any(start <= address < start + n for start, n in _registered.items()):
+        return True
     return _host_allocator is not None and _host_allocator.is_pinned_address(address)
+
+
+class _CudaRuntime:
+    """The slice of the CUDA runtime API that torch.cuda.cudart() exposes to tests."""
+
+    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:  # noqa: N802
+        """Page-lock ``size`` bytes at ``ptr``; returns 0 (cudaSuccess) or the error code."""
+        from refimpl.cuda import _driver
+        from refimpl.cuda._lazy import _lazy_init
+
+        _lazy_init()
+        try:
+            _driver.host_register(ptr, size, flags)
+        except _driver.CudaDriverError as exc:
+            return exc.code
+        _registered[ptr] = size
+        return 0
+
+    def cudaHostUnregister(self, ptr: int) -> int:  # noqa: N802
+        """Undo ``cudaHostRegister``; returns 0 or the error code."""
+        from refimpl.cuda import _driver
+
+        try:
+            _driver.host_unregister(ptr)
+        except _driver.CudaDriverError as exc:
+            return exc.code
+        _registered.pop(ptr, None)
+        return 0
+
+
+def cudart() -> _CudaRuntime:
+    """The CUDA runtime shim (``cudaHostRegister``/``cudaHostUnregister``)."""
+    return _CudaRuntime()
 
 
 def host_memory_stats() -> dict:

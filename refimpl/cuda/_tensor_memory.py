@@ -8,6 +8,8 @@ what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch
 
 from __future__ import annotations
 
+import contextlib
+
 from refimpl.cuda import _allocator, streams
 from refimpl.cuda._lazy import _lazy_init
 
@@ -27,7 +29,8 @@ class DeviceAllocation:
         if nbytes:
             stream = streams.current_stream(device_index).cuda_stream
             alloc = _allocator.get_device_allocator(device_index)
-            self.block = alloc.malloc(nbytes, stream)
+            # allocate() applies torch's 1 EB guard before the allocator proper
+            self.block = alloc.allocate(nbytes, stream)
             self._allocator = alloc
             self.ptr = self.block.address
 
@@ -38,10 +41,9 @@ class DeviceAllocation:
             self._allocator.free(block)
 
     def __del__(self) -> None:
-        try:
+        # at interpreter shutdown the allocator or the driver may already be gone
+        with contextlib.suppress(Exception):
             self.release()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: the driver may be gone
-            pass
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:
@@ -49,6 +51,7 @@ def allocate(nbytes: int, device) -> DeviceAllocation:
     from refimpl.cuda import _device
 
     index = device.index if device.index is not None else _device.current_device()
+    _device._check_ordinal(index)
     return DeviceAllocation(nbytes, index)
 
 

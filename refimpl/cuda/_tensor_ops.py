@@ -73,19 +73,20 @@ def _device_to_device(dst: Tensor, src: Tensor) -> None:
 def _host_to_device(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
     index = _device_index(dst)
     stream = streams.current_stream(index).cuda_stream
-    host = src._np
-    direct = (src.dtype is dst.dtype and src._shape == dst._shape and src.is_contiguous()
-              and dst.is_contiguous())
-    block = _host_block(src) if direct else None
-    if not direct:
-        host = np.ascontiguousarray(np.broadcast_to(host, dst._shape).astype(dst.dtype.np))
-    if dst.is_contiguous():
-        target = _ptr(dst) + dst._offset * dst.dtype.itemsize
-        _driver.memcpy_htod_async(index, target, host.ctypes.data, host.nbytes, stream)
-    else:
-        tmp = Tensor._empty(dst._shape, dst.dtype, dst.device)
-        _driver.memcpy_htod_async(index, _ptr(tmp), host.ctypes.data, host.nbytes, stream)
-        _device_to_device(dst, tmp)
+    if not src.is_contiguous():
+        # pageable staging copy; the host reads the source now, so nothing may be pending
+        src = Tensor._from_array(np.ascontiguousarray(src._np), src.dtype)
+    block = _host_block(src)
+    # The host bytes go over unchanged (the source may be a pinned buffer that a queued
+    # copy has not filled yet); dtype conversion and broadcasting happen on the device.
+    same = src.dtype is dst.dtype and src._shape == dst._shape and dst.is_contiguous()
+    staged = dst if same else Tensor._empty(src._shape, src.dtype, dst.device)
+    target = _ptr(staged) + staged._offset * staged.dtype.itemsize
+    nbytes = src.numel() * src.dtype.itemsize
+    source = src._storage.data_ptr() + src._offset * src.dtype.itemsize
+    _driver.memcpy_htod_async(index, target, source, nbytes, stream)
+    if not same:
+        _device_to_device(dst, staged)
     if non_blocking and block is not None:
         _host_allocator.host_allocator().record_use(block, stream)
     else:
@@ -148,7 +149,9 @@ def pin_memory(t: Tensor) -> Tensor:
 
 
 def is_pinned(t: Tensor) -> bool:
-    """Whether the CPU tensor's storage is pinned memory of the host allocator."""
+    """Whether the CPU tensor's memory is pinned (host allocator or cudaHostRegister)."""
     if t.device.type != "cpu" or not t._storage._nbytes:
         return False
-    return _host_allocator.block_of(t._storage._data) is not None
+    if _host_allocator.block_of(t._storage._data) is not None:
+        return True
+    return _host_allocator.is_pinned_address(t.data_ptr())

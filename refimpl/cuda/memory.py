@@ -61,7 +61,6 @@ __all__ = [
     "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
-    "simulate_devices",
 ]
 
 NO_DRIVER_MESSAGE = (

@@ -23,6 +23,7 @@ from refimpl.ops.elementwise import (
     Unary,
     checked_scalar,
     conj,
+    finish,
     fit,
     inplace,
 )
@@ -189,8 +190,14 @@ def _hardtanh_check(x, min_val=-1.0, max_val=1.0) -> None:
         raise NotImplementedError("clamp is not supported for complex types")
 
 
-def _hardtanh(x, min_val=-1.0, max_val=1.0):
-    return np.minimum(np.maximum(x, _const(min_val, x)), _const(max_val, x))
+class _Hardtanh(Unary):
+    """clamp(x, min_val, max_val) in clamp's promoted dtype, cast back to x's dtype."""
+
+    def cpu(self, x, min_val=-1.0, max_val=1.0):
+        self.prepare(x, (min_val, max_val), {})
+        from refimpl.ops.clamp import clamp
+
+        return finish(clamp(x, min_val, max_val)._np, x.dtype, x._shape)
 
 
 def _hardtanh_mask(ctx):
@@ -200,7 +207,7 @@ def _hardtanh_mask(ctx):
     return (x <= lo).logical_or(x >= hi)
 
 
-_hardtanh_impl = _Scalars(_hardtanh, result="same", check=_hardtanh_check)
+_hardtanh_impl = _Hardtanh(None, result="same", check=_hardtanh_check)
 hardtanh = defop("hardtanh", meta=_hardtanh_impl.meta, cpu=_hardtanh_impl.cpu,
                  backward=lambda ctx, g: (where(_hardtanh_mask(ctx), 0, g),),
                  jvp=lambda ctx, t, *_: where(_hardtanh_mask(ctx), 0, t),

@@ -37,8 +37,8 @@ def _compare(name: str, fn, allow=ALL):
     return op, inplace(op)
 
 
-eq, eq_ = _compare("eq", np.equal)
-ne, ne_ = _compare("ne", np.not_equal)
+eq, eq_ = _compare("eq", np.equal, ALL | {D.complex32})
+ne, ne_ = _compare("ne", np.not_equal, ALL | {D.complex32})
 lt, lt_ = _compare("lt", np.less, REAL)
 le, le_ = _compare("le", np.less_equal, REAL)
 gt, gt_ = _compare("gt", np.greater, REAL)

@@ -233,7 +233,7 @@ def is_pinned(self: Tensor, device=None) -> bool:
         return False
     from refimpl.cuda import _host_allocator
 
-    if _host_allocator._host_allocator is None:
+    if _host_allocator._host_allocator is None and not _host_allocator._registered:
         return False
     from refimpl.cuda import _tensor_ops
 

@@ -17,7 +17,7 @@ from refimpl._tensor import Tensor
 from refimpl.ops._registry import defop
 from refimpl.ops.elementwise import (
     BOOL, NUMERIC, REAL, Binary, _fast_binary, _fast_same, _hidden, add_tangents, conj,
-    alias, dtype_of, finish, fit, inplace, operand, unbroadcast,
+    alias, checked_scalar, dtype_of, finish, fit, inplace, operand, unbroadcast,
 )
 
 
@@ -50,7 +50,7 @@ def _div_pre(a, b, rounding_mode=None) -> None:
             f"'{rounding_mode}'")
 
 
-_true_div_impl = Binary(np.true_divide, result="float", pre=_div_pre)
+_true_div_impl = Binary(np.true_divide, result="float", pre=_div_pre, kernel="div_cpu")
 _mode_div_impl = Binary(_div_mode, allow=REAL - BOOL, pre=_div_pre,
                         kernel=lambda rounding_mode: f"div_{rounding_mode}_cpu")
 
@@ -246,6 +246,8 @@ def _pow_scalar_exp(x, y):
 def _pow_scalar_check(dtype, a, b) -> None:
     if dtype_of(a).category <= 1 and isinstance(b, int) and b < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if dtype.category == 1:
+        checked_scalar(b, dtype)  # the exponent is converted to the base's type
 
 
 class _PowScalarExp(Binary):
@@ -265,6 +267,7 @@ class _PowScalarBase(Binary):
 
     def cpu(self, a, b, **kwargs):
         shape, dtype, out = self.prepare(a, b, kwargs)
+        self.check_kernel(dtype, kwargs)
         if a == 1:
             return np.ones(shape, out.np)
         return Binary.cpu(self, a, b)

@@ -55,6 +55,9 @@ def not_implemented(kernel: str, dtype: D.dtype) -> NotImplementedError:
     return NotImplementedError(f'"{kernel}" not implemented for \'{dtype._legacy}\'')
 
 
+COMPLEX32_MESSAGE = "refimpl does not implement complex32 tensors"
+
+
 def dtype_of(x) -> D.dtype:
     """The dtype of a tensor, or the dtype a Python scalar wraps to."""
     return x.dtype if isinstance(x, Tensor) else D.scalar_dtype(x)
@@ -257,9 +260,9 @@ class Binary:
     """
 
     def __init__(self, fn, *, result: str = "promote", allow=ALL, kernel="",
-                 pre=None, post=None) -> None:
+                 pre=None, post=None, complex32: bool = False) -> None:
         self.fn, self.result, self.allow, self.kernel = fn, result, allow, kernel
-        self.pre, self.post = pre, post
+        self.pre, self.post, self.complex32 = pre, post, complex32
 
     def prepare(self, a, b, kwargs) -> tuple:
         """Run the checks; return (shape, compute dtype, output dtype)."""
@@ -275,7 +278,13 @@ class Binary:
         return shape, dtype, (D.bool_ if self.result == "bool" else dtype)
 
     def check_kernel(self, dtype: D.dtype, kwargs) -> None:
-        """Raise torch's kernel error when the CPU kernel lacks ``dtype``."""
+        """Raise torch's kernel error when the CPU kernel lacks ``dtype``.
+
+        ``complex32=True`` marks ops torch computes in complex32 (float16 with a complex
+        scalar): refimpl cannot allocate that dtype and says so.
+        """
+        if dtype is D.complex32 and self.complex32:
+            raise NotImplementedError(COMPLEX32_MESSAGE)
         if dtype not in self.allow:
             kernel = self.kernel(**kwargs) if callable(self.kernel) else self.kernel
             raise not_implemented(kernel, dtype)
@@ -437,7 +446,8 @@ def _fast_binary(ufunc, a, b):
     return r if a._shape else np.asarray(r)
 
 
-_add_impl = Binary(lambda x, y, alpha=1: np.add(x, _scaled(y, alpha)), post=_alpha_check)
+_add_impl = Binary(lambda x, y, alpha=1: np.add(x, _scaled(y, alpha)), post=_alpha_check,
+                   complex32=True)
 
 
 def _add_cpu(a, b, *, alpha=1):
@@ -480,7 +490,7 @@ def _sub_check(a, b, **_) -> None:
 
 
 _sub_impl = Binary(lambda x, y, alpha=1: np.subtract(x, _scaled(y, alpha)), pre=_sub_check,
-                   post=_alpha_check)
+                   post=_alpha_check, complex32=True)
 
 
 def _sub_cpu(a, b, *, alpha=1):
@@ -549,7 +559,7 @@ def rsub(input: Tensor, other, alpha=1, *, out=None) -> Tensor:
 
 # -- mul -----------------------------------------------------------------------------------
 
-_mul_impl = Binary(np.multiply)
+_mul_impl = Binary(np.multiply, complex32=True)
 
 
 def _mul_cpu(a, b):
@@ -632,6 +642,9 @@ def positive(input: Tensor) -> Tensor:
     return input
 
 
+__pos__ = positive
+
+
 add_ = inplace(add)
 sub_ = inplace(sub)
 subtract_ = alias(sub_, "subtract_")
@@ -644,5 +657,5 @@ __all__ = [
 ]
 TENSOR_METHODS = (
     "rsub", "positive", "subtract", "subtract_", "multiply", "multiply_", "negative",
-    "negative_", "absolute", "absolute_", "abs_",
+    "negative_", "absolute", "absolute_", "abs_", "__pos__",
 )

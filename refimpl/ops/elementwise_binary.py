@@ -18,6 +18,7 @@ from refimpl.ops.elementwise import (
     ALL,
     BOOL,
     COMPLEX,
+    COMPLEX32_MESSAGE,
     FLOATING,
     INEXACT,
     NUMERIC,
@@ -313,6 +314,9 @@ def xlogy_(self: Tensor, other) -> Tensor:
 
 
 def _heaviside_pre(a, b, **_) -> None:
+    if not isinstance(b, Tensor):
+        raise TypeError("heaviside(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(b).__name__}")
     if dtype_of(a).category == 3 or dtype_of(b).category == 3:
         raise RuntimeError("heaviside is not yet implemented for complex tensors.")
     if dtype_of(a) is not dtype_of(b):
@@ -346,6 +350,8 @@ def _where_meta(input, condition, other) -> TensorSpec:
 
 def _where_cpu(input, condition, other) -> np.ndarray:
     spec = _where_meta(input, condition, other)
+    if spec.dtype is D.complex32:
+        raise NotImplementedError(COMPLEX32_MESSAGE)
     if condition.dtype is D.uint8:
         import warnings
 
