@@ -170,7 +170,10 @@ def rebase_history(tensor, node, output_nr: int = 0) -> None:
         base._output_nr = 0
         if old_base_fn is not None:
             move_hooks_to_new_grad_fn(base, old_base_fn, copy_slices)
-        tensor.grad_fn  # regenerates the view's grad_fn from the new base history
+        # regenerate the view's grad_fn from the new base history (even if something
+        # already read it since the storage changed)
+        tensor._view_meta.attr_version = -1
+        tensor.grad_fn
         return
     old = tensor._gfn
     tensor._gfn = node

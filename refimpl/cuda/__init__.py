@@ -10,6 +10,7 @@ GPU segment source in ``_device_source``, and the public memory functions in
 from __future__ import annotations
 
 from refimpl.cuda import _device, _device_source, _host_allocator, _kernels, _lazy
+from refimpl.cuda import streams as streams_module
 from refimpl.cuda._device import (
     AcceleratorError,
     CudaError,
@@ -65,9 +66,16 @@ _transform_uuid_to_ordinals = _device._transform_uuid_to_ordinals
 _is_in_bad_fork = _lazy._is_in_bad_fork
 _lazy_call = _lazy._lazy_call
 _sleep = _kernels._sleep
-from refimpl.cuda.random import (  # noqa: E402
-    get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed,
-    seed_all, set_rng_state, set_rng_state_all,
+from refimpl.cuda.random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
 )
 
 cudart = _host_allocator.cudart
@@ -125,7 +133,7 @@ from refimpl.cuda import memory as _memory
 from refimpl.cuda.memory import *
 
 _memory.set_current_device_hook(current_device)
-_memory.set_current_stream_hook(lambda index: current_stream(index).cuda_stream)
+_memory.set_current_stream_hook(streams_module.current_stream_handle)
 _memory.set_lazy_init_hook(_lazy_init)
 _memory.set_is_initialized_hook(is_initialized)
 _memory.set_device_count_hook(device_count)

@@ -249,7 +249,7 @@ def is_pinned_address(address: int) -> bool:
 class _CudaRuntime:
     """The slice of the CUDA runtime API that torch.cuda.cudart() exposes to tests."""
 
-    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:  # noqa: N802
+    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:
         """Page-lock ``size`` bytes at ``ptr``; returns 0 (cudaSuccess) or the error code."""
         from refimpl.cuda import _driver
         from refimpl.cuda._lazy import _lazy_init
@@ -262,7 +262,7 @@ class _CudaRuntime:
         _registered[ptr] = size
         return 0
 
-    def cudaHostUnregister(self, ptr: int) -> int:  # noqa: N802
+    def cudaHostUnregister(self, ptr: int) -> int:
         """Undo ``cudaHostRegister``; returns 0 or the error code."""
         from refimpl.cuda import _driver
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 
-from refimpl.cuda import _allocator, streams
+from refimpl.cuda import _allocator, _lazy, streams
 from refimpl.cuda._lazy import _lazy_init
+
+# the allocator registry (device index -> CachingAllocator), read without its lock
+_allocators = _allocator._allocators
 
 
 class DeviceAllocation:
@@ -20,15 +23,16 @@ class DeviceAllocation:
     __slots__ = ("__weakref__", "_allocator", "block", "device_index", "nbytes", "ptr")
 
     def __init__(self, nbytes: int, device_index: int) -> None:
-        _lazy_init()
+        if not _lazy._initialized:
+            _lazy_init()
         self.nbytes = nbytes
         self.device_index = device_index
         self._allocator = None
         self.block = None
         self.ptr = 0
         if nbytes:
-            stream = streams.current_stream(device_index).cuda_stream
-            alloc = _allocator.get_device_allocator(device_index)
+            stream = streams.current_stream_handle(device_index)
+            alloc = _allocators.get(device_index) or _allocator.get_device_allocator(device_index)
             # allocate() applies torch's 1 EB guard before the allocator proper
             self.block = alloc.allocate(nbytes, stream)
             self._allocator = alloc
@@ -51,7 +55,8 @@ def allocate(nbytes: int, device) -> DeviceAllocation:
     from refimpl.cuda import _device
 
     index = device.index if device.index is not None else _device.current_device()
-    _device._check_ordinal(index)
+    if index not in _allocators:
+        _device._check_ordinal(index)
     return DeviceAllocation(nbytes, index)
 
 

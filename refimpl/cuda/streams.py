@@ -183,6 +183,20 @@ class ExternalStream(Stream):
             super().__init__(stream_ptr=stream_ptr, **kwargs)
 
 
+def current_stream_handle(index: int) -> int:
+    """The raw ``CUstream`` of this thread's current stream on device ``index``.
+
+    The allocation fast path: no Stream object, no argument parsing (CUDA must be
+    initialised already).
+    """
+    table = getattr(_tls, "streams", None)
+    if table:
+        s = table.get(index)
+        if s is not None:
+            return s.cuda_stream
+    return 0
+
+
 def current_stream(device: Any = None) -> Stream:
     """This thread's current stream on a device (the current device by default)."""
     _lazy_init()

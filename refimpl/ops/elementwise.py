@@ -317,11 +317,35 @@ def unary_meta(a, *_, **__) -> TensorSpec:
 
 
 def inplace(op: OpDef) -> OpDef:
-    """Declare ``<name>_``: the in-place form of ``op``, writing into input 0."""
-    name = op.name.split(".")[0] + "_" + op.name[len(op.name.split(".")[0]):]
-    return defop(name, kind="inplace", base=op, meta=op.meta, backward=op.backward,
-                 jvp=op.jvp, node=op.node, saves=op.saves,
-                 extra=dict(op.extra))
+    """Declare ``<name>_``: the in-place form of ``op``, writing into input 0.
+
+    Before computing, the result must fit ``self`` as torch's TensorIterator requires:
+    first its shape ("output with shape [3] doesn't match the broadcast shape [2, 3]"),
+    then its dtype ("result type Float can't be cast to the desired output type Long");
+    only then can the kernel raise its own errors.
+    """
+    base_name = op.name.split(".")[0]
+    name = base_name + "_" + op.name[len(base_name):]
+
+    def checked_cpu(self, *args, **kwargs):
+        spec = op.meta(self, *args, **kwargs)
+        check_fits(self, spec.shape, spec.dtype)
+        return op.cpu(self, *args, **kwargs)
+
+    checked = OpDef(op.name, meta=op.meta, cpu=checked_cpu, cuda=op.cuda, node=op.node,
+                    extra=op.extra)
+    return defop(name, kind="inplace", base=checked, meta=op.meta, backward=op.backward,
+                 jvp=op.jvp, node=op.node, saves=op.saves, extra=dict(op.extra))
+
+
+def check_fits(self: Tensor, shape: tuple, dtype: D.dtype) -> None:
+    """torch's checks that an in-place result of ``shape``/``dtype`` can land in ``self``."""
+    if tuple(shape) != self._shape:
+        raise RuntimeError(f"output with shape {list(self._shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+    if not D.can_cast(dtype, self.dtype):
+        raise RuntimeError(f"result type {D.type_name(dtype)} can't be cast to the desired "
+                           f"output type {D.type_name(self.dtype)}")
 
 
 def alias(fn, name: str):
