@@ -95,6 +95,8 @@ def as_device(d) -> device:
 
 def resolve(d) -> device:
     """A concrete device: ``cuda`` without an index becomes the current CUDA device."""
+    if type(d) is device and (d.index is not None or d.type == "cpu"):
+        return d
     d = as_device(d)
     if d.type == "cuda" and d.index is None:
         from refimpl import cuda

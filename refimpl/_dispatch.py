@@ -14,7 +14,7 @@ a layer that wants "the op without me" calls the next layer directly.
 from __future__ import annotations
 
 from refimpl import _dtype as D
-from refimpl._device import CPU, device
+from refimpl._device import CPU, device, resolve
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec
@@ -111,7 +111,7 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
         return _inplace(op, args, kwargs)
     if kind == "factory":
         dev = kwargs.get("device")
-        dev = CPU if dev is None else _resolve(dev)
+        dev = CPU if dev is None else resolve(dev)
     elif op.extra.get("cross_device"):
         # copies between devices run on the CUDA side (it owns the copy engine)
         devs = [t._storage.device for t in tensors_in(args, kwargs)]
@@ -132,12 +132,6 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
     if dtype_ == "meta":
         return _from_spec(op.meta(*args, **kwargs), dev)
     raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
-
-
-def _resolve(dev) -> device:
-    from refimpl._device import resolve
-
-    return resolve(dev)
 
 
 def _wrap(result):

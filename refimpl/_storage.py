@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refimpl._device import CPU, device
+from refimpl._device import CPU, as_device, device
+from refimpl._device import device as _Device
 
 
 class UntypedStorage:
@@ -23,9 +24,7 @@ class UntypedStorage:
     __slots__ = ("__weakref__", "_data", "_nbytes", "_resizable", "device")
 
     def __init__(self, nbytes: int = 0, *, device=None, _data=None) -> None:
-        from refimpl._device import as_device
-
-        self.device = as_device(device)
+        self.device = device if type(device) is _Device else as_device(device)
         self._resizable = True
         if _data is not None:
             self._data = _data
@@ -89,13 +88,17 @@ class UntypedStorage:
         return f"UntypedStorage(device={self.device}, nbytes={self._nbytes})"
 
 
+_cuda_memory = None  # refimpl.cuda._tensor_memory, imported on the first CUDA storage
+
+
 def _allocate(nbytes: int, dev: device):
+    global _cuda_memory
+    if dev.type == "cuda":
+        if _cuda_memory is None:
+            from refimpl.cuda import _tensor_memory as _cuda_memory
+        return _cuda_memory.allocate(nbytes, dev)
     if dev.type == "cpu":
         return np.zeros(nbytes, dtype=np.uint8)
-    if dev.type == "cuda":
-        from refimpl.cuda import _tensor_memory
-
-        return _tensor_memory.allocate(nbytes, dev)
     if dev.type == "meta":
         return None
     raise NotImplementedError(f"refimpl does not implement storage on '{dev.type}'")

@@ -289,9 +289,10 @@ _AS_STRIDED_CLASS = _named("AsStridedBackward0", AsStridedNode)
 class CopySlicesNode(GraphNode):
     """The base's grad_fn after an in-place op on one of its views.
 
-    Gradient of the base = the incoming gradient with the view's region replaced by
-    what the in-place op's node returns for its ``self``; the op's other gradients flow
-    to its other inputs unchanged."""
+    As torch computes it: the incoming gradient is copied into a buffer laid out like
+    the base; the region of the view is handed to the in-place op's own node, whose
+    result for ``self`` is copied back into that region (these are recorded ops, so
+    double backward works); the op's other gradients flow to its other inputs."""
 
     __slots__ = ("_fn", "_base_geom", "_view_geom")
 
@@ -307,20 +308,36 @@ class CopySlicesNode(GraphNode):
             from refimpl.autograd.saved import ERR_BACKWARD_TWICE
 
             raise RuntimeError(ERR_BACKWARD_TWICE)
-        grad_slice = gather(g, self._base_geom, self._view_geom)
-        res = call_node(fn, [grad_slice])
+        result = _buffer_like(g, self._base_geom, self._view_geom)
+        result.copy_(g)
+        shape, stride, offset = self._view_geom
+        grad_slice = result.as_strided(shape, stride, offset - self._base_geom[2])
+        res = call_node(fn, [grad_slice.clone()])
         out = [None] * n
         if res[0] is not None:
-            kept = g - scatter(grad_slice, self._base_geom, self._view_geom)
-            out[0] = kept + scatter(res[0].reshape(self._view_geom[0]) if
-                                    tuple(res[0]._shape) != tuple(self._view_geom[0]) else res[0],
-                                    self._base_geom, self._view_geom)
+            grad_slice.copy_(res[0])
+            out[0] = result
         for i in range(1, min(n, len(res))):
             out[i] = res[i]
         return out
 
     def _release(self) -> None:
         self._fn = None
+
+
+def _buffer_like(g, base_geom, view_geom):
+    """A fresh tensor with the base's sizes and strides (storage offset 0), on g's device
+    and dtype, large enough for the view's region too."""
+    from refimpl._storage import UntypedStorage
+    from refimpl._tensor import Tensor
+
+    shape, stride, boff = base_geom
+    vshape, vstride, voff = view_geom
+    extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride) if n > 0)
+    vext = (voff - boff) + 1 + sum((n - 1) * st for n, st in zip(vshape, vstride) if n > 0)
+    numel = max(extent, vext, 0)
+    storage = UntypedStorage(numel * g.dtype.itemsize, device=g.device)
+    return Tensor._make(storage, shape, stride, 0, g.dtype)
 
 
 _COPY_SLICES_CLASS = _named("CopySlices", CopySlicesNode)

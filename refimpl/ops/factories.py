@@ -10,18 +10,24 @@ from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
 
 
-def _empty_meta(shape, *, dtype, device) -> TensorSpec:
+def _empty_meta(shape, *, dtype, device, zeroed: bool = False) -> TensorSpec:
     return TensorSpec(tuple(shape), dtype, device)
 
 
-def _empty_cpu(shape, *, dtype, device) -> np.ndarray:
+def _empty_cpu(shape, *, dtype, device, zeroed: bool = False) -> np.ndarray:
     if dtype is D.complex32:
         raise NotImplementedError("refimpl does not implement complex32 tensors")
-    return np.zeros(shape, dtype=dtype.np)
+    # zeros come from calloc, which is cheaper than filling; empty leaves memory as is
+    return np.zeros(shape, dtype=dtype.np) if zeroed else np.empty(shape, dtype=dtype.np)
 
 
-def _empty_cuda(shape, *, dtype, device) -> Tensor:
-    return Tensor._empty(shape, dtype, device)
+def _empty_cuda(shape, *, dtype, device, zeroed: bool = False) -> Tensor:
+    t = Tensor._empty(shape, dtype, device)
+    if zeroed and t.numel():
+        from refimpl.cuda import _tensor_ops
+
+        _tensor_ops.fill_(t, 0)
+    return t
 
 
 # The one factory every shaped constructor goes through, so that python modes (fake
@@ -132,8 +138,8 @@ def _filled(value):
                 pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
         dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
         dev = resolve(device) if device is not None else CPU
-        t = empty_op(_shape_args(size), dtype=dt, device=dev)
-        if value is not None and t.numel() and (value != 0 or dev.type != "cpu"):
+        t = empty_op(_shape_args(size), dtype=dt, device=dev, zeroed=value == 0)
+        if value is not None and value != 0 and t.numel():
             t.fill_(value)
             t._version_counter.version = 0  # a fresh tensor starts at version 0
         if out is not None:

@@ -320,6 +320,32 @@ def _index_add_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alp
     return np_result(out.reshape(self._shape), self.dtype)
 
 
+def _or_zeros(tangent, like):
+    return tangent if tangent is not None else _zeros(like.shape, like)
+
+
+def _index_add_jvp(ctx, t_self, _d, _i, t_src, *_):
+    if t_self is None and t_src is None:
+        return None
+    inp, dim, index, src = ctx.args[:4]
+    return _or_zeros(t_self, inp).index_add(dim, index, _or_zeros(t_src, src),
+                                            alpha=ctx.kwargs.get("alpha", 1))
+
+
+def _index_copy_jvp(ctx, t_self, _d, _i, t_src, *_):
+    if t_self is None and t_src is None:
+        return None
+    inp, dim, index, src = ctx.args[:4]
+    return _or_zeros(t_self, inp).index_copy(dim, index, _or_zeros(t_src, src))
+
+
+def _index_fill_tensor_jvp(ctx, t_self, _d, _i, t_value, *_):
+    if t_self is None and t_value is None:
+        return None
+    inp, dim, index, value = ctx.args[:4]
+    return _or_zeros(t_self, inp).index_fill(dim, index, _or_zeros(t_value, value))
+
+
 def _index_add_backward(ctx, grad):
     _, dim, index, source = ctx.args[:4]
     alpha = ctx.kwargs.get("alpha", 1)
@@ -332,7 +358,7 @@ def _index_add_backward(ctx, grad):
 
 
 index_add = defop(
-    "index_add", cpu=_index_add_cpu, backward=_index_add_backward,
+    "index_add", cpu=_index_add_cpu, backward=_index_add_backward, jvp=_index_add_jvp,
     meta=lambda self, dim, index, source, **_: _same_meta(self) if _index_add_check(
         self, dim, index, source) is not None else None,
     extra={"save_needs": {3: (2,)}})
@@ -389,7 +415,7 @@ def _index_copy_backward(ctx, grad):
 
 
 index_copy = defop(
-    "index_copy", cpu=_index_copy_cpu, backward=_index_copy_backward,
+    "index_copy", cpu=_index_copy_cpu, backward=_index_copy_backward, jvp=_index_copy_jvp,
     meta=lambda self, dim, index, source: _same_meta(self) if _index_copy_check(
         self, dim, index, source) is not None else None,
     extra={"save_needs": {0: (2,), 3: (2,)}})
@@ -439,7 +465,7 @@ index_fill_scalar = defop(
     extra={"method": False, "save_needs": {0: (2,)}})
 index_fill_tensor = defop(
     "_index_fill_tensor", cpu=_index_fill_cpu, meta=_index_fill_meta,
-    node="IndexFillBackward1",
+    node="IndexFillBackward1", jvp=_index_fill_tensor_jvp,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0), None, None,
                              g.index_select(ctx.args[1], ctx.args[2]).sum()),
     extra={"method": False, "save_needs": {0: (2,), 3: (2,)}})

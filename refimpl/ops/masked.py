@@ -55,6 +55,24 @@ def _masked_fill_cpu(self: Tensor, mask: Tensor, value) -> np.ndarray:
     return np.where(np.broadcast_to(mask._np, shape), fill, np.broadcast_to(self._np, shape))
 
 
+def _or_zeros(tangent, like):
+    return tangent if tangent is not None else _zeros(like.shape, like)
+
+
+def _masked_fill_tensor_jvp(ctx, t_self, _m, t_value, *_):
+    if t_self is None and t_value is None:
+        return None
+    inp, mask, value = ctx.args[:3]
+    return _or_zeros(t_self, inp).masked_fill(mask, _or_zeros(t_value, value))
+
+
+def _masked_scatter_jvp(ctx, t_self, _m, t_src, *_):
+    if t_self is None and t_src is None:
+        return None
+    inp, mask, src = ctx.args[:3]
+    return _or_zeros(t_self, inp).masked_scatter(mask, _or_zeros(t_src, src))
+
+
 def _masked_fill_meta(self: Tensor, mask: Tensor, value) -> TensorSpec:
     return TensorSpec(_masked_fill_check(self, mask, value), self.dtype, self.device)
 
@@ -66,7 +84,7 @@ masked_fill_scalar = defop(
     extra={"method": False, "save_needs": {0: (1,)}})
 masked_fill_tensor = defop(
     "_masked_fill_tensor", cpu=_masked_fill_cpu, meta=_masked_fill_meta,
-    node="MaskedFillBackward1",
+    node="MaskedFillBackward1", jvp=_masked_fill_tensor_jvp,
     backward=lambda ctx, g: (sum_to(g.masked_fill(ctx.args[1], 0), ctx.args[0].shape), None,
                              g.masked_fill(ctx.args[1].logical_not(), 0).sum()),
     extra={"method": False, "save_needs": {0: (1,), 2: (1,)}})
@@ -156,6 +174,7 @@ def _masked_scatter_backward(ctx, grad):
 
 masked_scatter = defop(
     "masked_scatter", cpu=_masked_scatter_cpu, backward=_masked_scatter_backward,
+    jvp=_masked_scatter_jvp,
     meta=lambda self, mask, source: TensorSpec(_masked_scatter_check(self, mask, source),
                                                self.dtype, self.device),
     extra={"save_needs": {0: (1,), 2: (1,)}})

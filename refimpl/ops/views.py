@@ -128,7 +128,7 @@ def _view_meta(self: Tensor, *size) -> ViewSpec:
 
 view_op = defop("view", kind="view", meta=_view_meta, saves=(),
                 backward=lambda ctx, g: (g.reshape(ctx.args[0].shape),),
-                jvp=lambda ctx, t, *_: t.view(ctx.outputs[0].shape),
+                jvp=lambda ctx, t, *_: None if t is None else t.reshape(ctx.outputs[0].shape),
                 extra={"method": False})
 
 
