@@ -82,26 +82,48 @@ class device:
 CPU = device("cpu")
 
 
+# Parsed device strings and concrete CUDA devices, so hot paths never re-parse.
+_PARSED: dict[str, device] = {}
+_CUDA: dict[int, device] = {}
+_cuda_module = None
+
+
 def as_device(d) -> device:
     """Normalise a device argument (device, str, int, None -> cpu)."""
     if d is None:
         return CPU
     if isinstance(d, device):
         return d
-    if hasattr(d, "type") and hasattr(d, "index") and not isinstance(d, (str, int)):
+    if isinstance(d, str):
+        parsed = _PARSED.get(d)
+        if parsed is None:
+            parsed = device(d)
+            if len(_PARSED) < 256:
+                _PARSED[d] = parsed
+        return parsed
+    if hasattr(d, "type") and hasattr(d, "index") and not isinstance(d, int):
         return device(d.type, d.index)  # another library's device object
     return device(d)
 
 
+def cuda_device(index: int) -> device:
+    """The (shared) ``cuda:index`` device object."""
+    d = _CUDA.get(index)
+    if d is None:
+        d = _CUDA[index] = device("cuda", index)
+    return d
+
+
 def resolve(d) -> device:
     """A concrete device: ``cuda`` without an index becomes the current CUDA device."""
+    global _cuda_module
     if type(d) is device and (d.index is not None or d.type == "cpu"):
         return d
     d = as_device(d)
     if d.type == "cuda" and d.index is None:
-        from refimpl import cuda
-
-        return device("cuda", cuda.current_device())
+        if _cuda_module is None:
+            import refimpl.cuda as _cuda_module
+        return cuda_device(_cuda_module.current_device())
     if d.type not in _SUPPORTED:
         raise NotImplementedError(f"refimpl does not implement the '{d.type}' device")
     return d

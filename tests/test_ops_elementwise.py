@@ -18,6 +18,7 @@ import refimpl as t
 from refimpl.ops import activation
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
           "float32", "float64", "complex64", "complex128"]
@@ -57,12 +58,37 @@ def data(dtype: str, shape, seed: int, *, nonzero: bool = False, special: bool =
     return v.astype(npdt).reshape(shape)
 
 
-def both(arr: np.ndarray, dtype: str):
+class Pair(tuple):
+    """One operand on both sides: (refimpl tensor, torch tensor)."""
+
+
+def both(arr: np.ndarray, dtype: str) -> Pair:
     """The array as a (refimpl, torch) pair of tensors with identical values."""
     if dtype == "bfloat16":  # the same bits in both (NaN payloads and signs included)
         o = torch.from_numpy(np.array(arr).view(np.int16)).view(torch.bfloat16)
-        return t.from_numpy(np.array(arr)), o
-    return t.from_numpy(np.array(arr)), torch.from_numpy(np.array(arr))
+        return Pair((t.from_numpy(np.array(arr)), o))
+    return Pair((t.from_numpy(np.array(arr)), torch.from_numpy(np.array(arr))))
+
+
+def same(fn, *args, tol: str | None = None, **kwargs) -> None:
+    """``fn(lib, *args, **kwargs)`` on refimpl and on torch: the same outcome.
+
+    ``fn`` is a function of the library, or a name: ``"exp"`` is ``lib.exp``, ``".exp"``
+    the method of the first argument. Pair arguments give each side its own tensor.
+    ``tol`` names the dtype whose tolerance applies (the computing dtype, when a result
+    is widened into a wider ``out=``).
+    """
+
+    def side(i: int, lib):
+        a = [x[i] if isinstance(x, Pair) else x for x in args]
+        kw = {k: v[i] if isinstance(v, Pair) else v for k, v in kwargs.items()}
+        if callable(fn):
+            return fn(lib, *a, **kw)
+        if fn.startswith("."):
+            return getattr(a[0], fn[1:])(*a[1:], **kw)
+        return lib_fn(lib, fn)(*a, **kw)
+
+    check_same(lambda: side(0, t), lambda: side(1, torch), tol)
 
 
 def to_numpy(x):
@@ -84,7 +110,7 @@ def same_error(ref_exc: BaseException, torch_exc: BaseException) -> None:
     assert got == expect
 
 
-def check_same(ref_fn, torch_fn) -> None:
+def check_same(ref_fn, torch_fn, tol: str | None = None) -> None:
     """Run both; require equal outcomes (value, dtype, shape) or equal exceptions."""
     try:
         expected = torch_fn()
@@ -98,22 +124,23 @@ def check_same(ref_fn, torch_fn) -> None:
             ref_fn()
         return
     got = ref_fn()
-    compare(got, expected)
+    compare(got, expected, tol)
 
 
-def compare(got, expected) -> None:
+def compare(got, expected, tol: str | None = None) -> None:
     if isinstance(expected, (tuple, list)):
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
-            compare(g, e)
+            compare(g, e, tol)
         return
     if not isinstance(expected, torch.Tensor):
-        assert got == expected or (got != got and expected != expected), (got, expected)
+        both_nan = isinstance(got, float) and np.isnan(got) and np.isnan(expected)
+        assert got == expected or both_nan, (got, expected)
         return
     assert str(got.dtype) == str(expected.dtype)
     assert tuple(got.shape) == tuple(expected.shape)
     g, e = to_numpy(got), to_numpy(expected)
-    name = str(expected.dtype).removeprefix("torch.")
+    name = tol or str(expected.dtype).removeprefix("torch.")
     if name.startswith("complex"):
         for part in (np.real, np.imag):
             np.testing.assert_allclose(part(g), part(e), rtol=RTOL[name], atol=ATOL[name],
@@ -149,63 +176,56 @@ UNARY = [
 @pytest.mark.parametrize("name", UNARY)
 def test_unary(name, dtype):
     arr = data(dtype, (3, 5), seed=zlib.crc32(f"{name}-{dtype}".encode()), low=-2, high=2)
-    r, o = both(arr, dtype)
-    check_same(lambda: lib_fn(t, name)(r), lambda: lib_fn(torch, name)(o))
+    if name == "gelu" or (name == "sgn" and dtype.startswith("complex")):
+        # torch's result at +-inf depends on whether the element falls in a vectorised
+        # chunk or the scalar tail of its CPU loop (gelu(inf) is inf or nan); refimpl
+        # follows the scalar formulas, so the comparison leaves infinities out
+        arr[np.isinf(arr)] = 0
+    same(name, both(arr, dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["exp", "abs", "neg", "sqrt", "floor", "sigmoid", "isnan"])
 def test_unary_zero_dim_and_empty(name, dtype):
     for shape in [(), (0,), (2, 0, 3)]:
-        arr = data(dtype, shape, seed=1)
-        r, o = both(arr, dtype)
-        check_same(lambda: getattr(t, name)(r), lambda: getattr(torch, name)(o))
+        same(name, both(data(dtype, shape, seed=1), dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["exp", "sin", "abs", "neg", "floor", "sqrt", "sigmoid",
                                   "relu", "round", "frac", "nan_to_num", "logit", "sgn"])
 def test_unary_inplace(name, dtype):
-    arr = data(dtype, (2, 3), seed=7)
-    r, o = both(arr, dtype)
-    check_same(lambda: getattr(r, name + "_")(), lambda: getattr(o, name + "_")())
-    compare(r, o)
+    x = both(data(dtype, (2, 3), seed=7), dtype)
+    same("." + name + "_", x)
+    compare(*x)
 
 
 @pytest.mark.parametrize("dtype", FLOATS + ["int32"])
 def test_unary_with_arguments(dtype):
-    arr = data(dtype, (4, 5), seed=3, low=-1.5, high=1.5)
-    r, o = both(arr, dtype)
-    cases = [
+    x = both(data(dtype, (4, 5), seed=3, low=-1.5, high=1.5), dtype)
+    for name, args, kwargs in [
         ("round", (), {"decimals": 1}), ("round", (), {"decimals": -1}),
         ("round", (), {"decimals": 2}), ("nan_to_num", (), {"nan": 1.5, "posinf": 2.0}),
         ("nan_to_num", (0.0, None, -7.0), {}), ("logit", (0.1,), {}), ("logit", (0.6,), {}),
-        ("polygamma", (1,), {}), ("polygamma", (2,), {}), ("polygamma", (-1,), {}),
         ("threshold", (0.5, 7), {}), ("threshold", (0, -1), {}),
-    ]
-    for name, args, kwargs in cases:
-        if name == "polygamma":  # torch's values at the poles are rounding noise: avoid them
-            rp, op = both(data(dtype, (4, 5), seed=4, low=0.05, high=6, special=False), dtype)
-            check_same(lambda: t.polygamma(args[0], rp), lambda: torch.polygamma(args[0], op))
-            check_same(lambda: rp.polygamma(args[0]), lambda: op.polygamma(args[0]))
-            continue
-        check_same(lambda: getattr(t, name)(r, *args, **kwargs),
-                   lambda: getattr(torch, name)(o, *args, **kwargs))
+    ]:
+        same(name, x, *args, **kwargs)
+    # torch's polygamma values at the poles are rounding noise: stay away from them
+    p = both(data(dtype, (4, 5), seed=4, low=0.05, high=6, special=False), dtype)
+    for n in (1, 2, -1):
+        same(lambda lib, v, n: lib.polygamma(n, v), p, n)
+        same(".polygamma", p, n)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_activation_arguments(dtype):
-    arr = data(dtype, (4, 5), seed=5)
-    r, o = both(arr, dtype)
-    f = torch.nn.functional
-    cases = [
+    x = both(data(dtype, (4, 5), seed=5), dtype)
+    for name, args, kwargs in [
         ("gelu", (), {"approximate": "tanh"}), ("gelu", (), {"approximate": "foo"}),
         ("softplus", (), {"beta": 2, "threshold": 1}), ("hardtanh", (-0.5, 2.0), {}),
         ("hardtanh", (0, 3), {}),
-    ]
-    for name, args, kwargs in cases:
-        check_same(lambda: getattr(activation, name)(r, *args, **kwargs),
-                   lambda: getattr(f, name)(o, *args, **kwargs))
+    ]:
+        same(name, x, *args, **kwargs)
 
 
 # -- binary ops -----------------------------------------------------------------------------
@@ -221,9 +241,10 @@ DIVIDING = {"div", "true_divide", "floor_divide", "remainder", "fmod"}
 
 
 def operands(name, da, db, shape_a=(3, 4), shape_b=(3, 4), seed=0):
+    """Two operands for ``name`` (integer divisors without zeros, shifts non-negative)."""
     a = data(da, shape_a, seed=seed, low=-4, high=4)
-    low = 0 if name.startswith("bitwise_") and "shift" in name else -4
-    b = data(db, shape_b, seed=seed + 1, low=low, high=9 if "shift" in name else 4,
+    shift = "shift" in name
+    b = data(db, shape_b, seed=seed + 1, low=0 if shift else -4, high=9 if shift else 4,
              nonzero=name in DIVIDING)
     return both(a, da), both(b, db)
 
@@ -233,8 +254,7 @@ def operands(name, da, db, shape_a=(3, 4), shape_b=(3, 4), seed=0):
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "remainder", "eq", "lt",
                                   "maximum", "bitwise_and", "atan2", "floor_divide"])
 def test_binary_dtype_pairs(name, da, db):
-    (ra, oa), (rb, ob) = operands(name, da, db)
-    check_same(lambda: getattr(t, name)(ra, rb), lambda: getattr(torch, name)(oa, ob))
+    same(name, *operands(name, da, db))
 
 
 SHAPES = [((3, 4), (3, 4)), ((3, 1), (4,)), ((), (3, 4)), ((3, 4), ()), ((2, 3), (3, 2)),
@@ -245,8 +265,7 @@ SHAPES = [((3, 4), (3, 4)), ((3, 1), (4,)), ((), (3, 4)), ((3, 4), ()), ((2, 3),
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", BINARY)
 def test_binary_shapes(name, dtype, shapes):
-    (ra, oa), (rb, ob) = operands(name, dtype, dtype, *shapes, seed=11)
-    check_same(lambda: getattr(t, name)(ra, rb), lambda: getattr(torch, name)(oa, ob))
+    same(name, *operands(name, dtype, dtype, *shapes, seed=11))
 
 
 SCALARS = [3, -2, 0, 2.5, -0.5, True, False, 1 + 2j, 300]
@@ -257,20 +276,19 @@ SCALARS = [3, -2, 0, 2.5, -0.5, True, False, 1 + 2j, 300]
 @pytest.mark.parametrize("name", BINARY)
 def test_binary_python_scalar(name, dtype, scalar):
     shape = (2, 3) if dtype != "float64" else ()
-    (ra, oa), _ = operands(name, dtype, dtype, shape, shape, seed=13)
-    check_same(lambda: getattr(t, name)(ra, scalar), lambda: getattr(torch, name)(oa, scalar))
+    x, _ = operands(name, dtype, dtype, shape, shape, seed=13)
+    same(name, x, scalar)
 
 
 @pytest.mark.parametrize("scalar", [2, -3, 0.5, True, 1j], ids=repr)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["pow", "xlogy", "bitwise_left_shift", "rsub"])
 def test_binary_scalar_first(name, dtype, scalar):
-    (ra, oa), _ = operands(name, dtype, dtype, (2, 3), (2, 3), seed=17)
-    if name == "rsub":  # rsub(tensor, scalar): scalar - tensor
-        check_same(lambda: t.rsub(ra, scalar, alpha=2 if dtype != "bool" else 1),
-                   lambda: torch.rsub(oa, scalar, alpha=2 if dtype != "bool" else 1))
-        return
-    check_same(lambda: getattr(t, name)(scalar, ra), lambda: getattr(torch, name)(scalar, oa))
+    x, _ = operands(name, dtype, dtype, (2, 3), (2, 3), seed=17)
+    if name == "rsub":  # rsub(tensor, scalar, alpha) is scalar - alpha * tensor
+        same("rsub", x, scalar, alpha=2 if dtype != "bool" else 1)
+    else:
+        same(name, scalar, x)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -280,68 +298,59 @@ def test_binary_scalar_first(name, dtype, scalar):
                                 "__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
                                 "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"])
 def test_python_operators(op, dtype):
-    (ra, oa), (rb, ob) = operands("div", dtype, dtype, (2, 3), (2, 3), seed=19)
+    a, b = operands("div", dtype, dtype, (2, 3), (2, 3), seed=19)
     if not op.startswith("__r") or op == "__rshift__":  # reflected: Python passes scalars
-        check_same(lambda: getattr(ra, op)(rb), lambda: getattr(oa, op)(ob))
+        same("." + op, a, b)
     for scalar in (2, 2.5):
-        check_same(lambda: getattr(ra, op)(scalar), lambda: getattr(oa, op)(scalar))
+        same("." + op, a, scalar)
 
 
 @pytest.mark.parametrize("dtype", ["bool", "uint8", "int16", "int64", "float16", "float32",
                                    "float64", "complex64"])
-@pytest.mark.parametrize("kwargs", [{"alpha": 2}, {"alpha": 0.5}, {"alpha": True},
-                                    {"alpha": 1j}, {"alpha": 300}, {"alpha": -1}], ids=str)
+@pytest.mark.parametrize("alpha", [2, 0.5, True, 1j, 300, -1], ids=repr)
 @pytest.mark.parametrize("name", ["add", "sub", "rsub"])
-def test_alpha(name, kwargs, dtype):
-    (ra, oa), (rb, ob) = operands(name, dtype, dtype, (2, 3), (3,), seed=23)
-    check_same(lambda: getattr(t, name)(ra, rb, **kwargs),
-               lambda: getattr(torch, name)(oa, ob, **kwargs))
+def test_alpha(name, alpha, dtype):
+    same(name, *operands(name, dtype, dtype, (2, 3), (3,), seed=23), alpha=alpha)
 
 
 @pytest.mark.parametrize("mode", [None, "trunc", "floor", "round"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_div_rounding_modes(mode, dtype):
-    (ra, oa), (rb, ob) = operands("div", dtype, dtype, (3, 4), (4,), seed=29)
-    check_same(lambda: t.div(ra, rb, rounding_mode=mode),
-               lambda: torch.div(oa, ob, rounding_mode=mode))
-    check_same(lambda: t.div(ra, -3, rounding_mode=mode),
-               lambda: torch.div(oa, -3, rounding_mode=mode))
+    a, b = operands("div", dtype, dtype, (3, 4), (4,), seed=29)
+    same("div", a, b, rounding_mode=mode)
+    same("div", a, -3, rounding_mode=mode)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64", "float32"])
 @pytest.mark.parametrize("name", ["floor_divide", "remainder", "fmod"])
 def test_integer_division_by_zero(name, dtype):
-    a, z = data(dtype, (4,), seed=1), np.zeros(4, dtype)
-    (ra, oa), (rz, oz) = both(a, dtype), both(z, dtype)
-    check_same(lambda: getattr(t, name)(ra, rz), lambda: getattr(torch, name)(oa, oz))
-    check_same(lambda: getattr(t, name)(ra, 0), lambda: getattr(torch, name)(oa, 0))
-    check_same(lambda: t.div(ra, rz, rounding_mode="trunc"),
-               lambda: torch.div(oa, oz, rounding_mode="trunc"))
+    a, z = both(data(dtype, (4,), seed=1), dtype), both(np.zeros(4, dtype), dtype)
+    same(name, a, z)
+    same(name, a, 0)
+    same("div", a, z, rounding_mode="trunc")
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
 def test_integer_overflow_wraps(dtype):
     info = np.iinfo(dtype)
-    a = np.array([info.max, info.min, info.max // 2 + 1], dtype)
-    (ra, oa) = both(a, dtype)
+    a = both(np.array([info.max, info.min, info.max // 2 + 1], dtype), dtype)
     for name, other in [("add", 1), ("sub", 1), ("mul", 3), ("pow", 3), ("add", 2**40),
-                        ("mul", -1), ("neg", None), ("abs", None)]:
-        args = () if other is None else (other,)
-        check_same(lambda: getattr(t, name)(ra, *args), lambda: getattr(torch, name)(oa, *args))
+                        ("mul", -1)]:
+        same(name, a, other)
+    same("neg", a)
+    same("abs", a)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int64", "uint8", "float32", "float64"])
 def test_pow_special_exponents(dtype):
-    base = data(dtype, (4, 5), seed=31)
-    (rb, ob) = both(base, dtype)
+    base = both(data(dtype, (4, 5), seed=31), dtype)
     for e in [0, 1, 2, 3, 0.5, -0.5, -1, -2, 1.5, -3, True, False, 2j]:
-        check_same(lambda: t.pow(rb, e), lambda: torch.pow(ob, e))
-    ints = np.array([1, -1, 2, 0, -2, 3], "int64")
-    exps = np.array([-1, -1, -1, -3, -2, 0], "int64")
-    (ri, oi), (re, oe) = both(ints, "int64"), both(exps, "int64")
-    check_same(lambda: t.pow(ri, re), lambda: torch.pow(oi, oe))
+        same("pow", base, e)
+    ints = both(np.array([1, -1, 2, 0, -2, 3], "int64"), "int64")
+    exps = both(np.array([-1, -1, -1, -3, -2, 0], "int64"), "int64")
+    same("pow", ints, exps)
     for b in [1, 2, -2, 0, 0.0, 1.5, True]:
-        check_same(lambda: t.pow(b, re), lambda: torch.pow(b, oe))
+        same("pow", b, exps)
 
 
 # -- ternary and argument-taking ops -----------------------------------------------------------
@@ -349,53 +358,47 @@ def test_pow_special_exponents(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_clamp(dtype):
-    arr = data(dtype, (3, 4), seed=37)
-    r, o = both(arr, dtype)
-    lo, hi = data(dtype, (4,), seed=38), data(dtype, (3, 1), seed=39)
-    (rl, ol), (rh, oh) = both(lo, dtype), both(hi, dtype)
+    x = both(data(dtype, (3, 4), seed=37), dtype)
+    lo, hi = both(data(dtype, (4,), seed=38), dtype), both(data(dtype, (3, 1), seed=39), dtype)
     for args, kwargs in [((-1, 1), {}), ((0.5,), {}), ((None, 2), {}), ((), {}),
                          ((), {"min": -1.5}), ((2, -2), {}), ((float("nan"),), {}),
                          ((1000,), {}), ((True, None), {}), ((1j,), {}), ((-1, 1.5), {})]:
-        check_same(lambda: t.clamp(r, *args, **kwargs), lambda: torch.clamp(o, *args, **kwargs))
-    for args in [(rl, rh), (rl,), (None, rh)]:
-        oargs = tuple({id(rl): ol, id(rh): oh}.get(id(a)) for a in args)
-        check_same(lambda: t.clamp(r, *args), lambda: torch.clamp(o, *oargs))
-    check_same(lambda: t.clamp(r, rl, 1.0), lambda: torch.clamp(o, ol, 1.0))
-    check_same(lambda: t.clamp_min(r, 0), lambda: torch.clamp_min(o, 0))
-    check_same(lambda: t.clamp_max(r, rl), lambda: torch.clamp_max(o, ol))
-    check_same(lambda: t.clip(r, -1, 1), lambda: torch.clip(o, -1, 1))
-    check_same(lambda: r.clone().clamp_(0.5, 1), lambda: o.clone().clamp_(0.5, 1))
+        same("clamp", x, *args, **kwargs)
+        same(lambda lib, v, *a, **k: v.clone().clamp_(*a, **k), x, *args, **kwargs)
+    for args in [(lo, hi), (lo,), (None, hi), (lo, 1.0)]:
+        same("clamp", x, *args)
+    for bound in [0, 1j, 1.5, lo]:
+        same("clamp_min", x, bound)
+        same("clamp_max", x, bound)
+        same(lambda lib, v, b: v.clone().clamp_min_(b), x, bound)
+    same("clip", x, -1, 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_where(dtype):
-    cond = data("bool", (3, 4), seed=41)
-    x, y = data(dtype, (3, 4), seed=42), data(dtype, (4,), seed=43)
-    (rc, oc), (rx, ox), (ry, oy) = both(cond, "bool"), both(x, dtype), both(y, dtype)
-    check_same(lambda: t.where(rc, rx, ry), lambda: torch.where(oc, ox, oy))
-    check_same(lambda: t.where(rc, rx, 0.5), lambda: torch.where(oc, ox, 0.5))
-    check_same(lambda: t.where(rc, 2, ry), lambda: torch.where(oc, 2, oy))
-    check_same(lambda: t.where(rc, 1, 2.5), lambda: torch.where(oc, 1, 2.5))
-    check_same(lambda: t.where(rx, rx, ry), lambda: torch.where(ox, ox, oy))
-    check_same(lambda: rx.where(rc, ry), lambda: ox.where(oc, oy))
-    check_same(lambda: t.where(rc[:2], rx, ry), lambda: torch.where(oc[:2], ox, oy))
+    c = both(data("bool", (3, 4), seed=41), "bool")
+    x, y = both(data(dtype, (3, 4), seed=42), dtype), both(data(dtype, (4,), seed=43), dtype)
+    same("where", c, x, y)
+    same("where", c, x, 0.5)
+    same("where", c, 2, y)
+    same("where", c, 1, 2.5)
+    same("where", x, x, y)
+    same(".where", x, c, y)
+    same(lambda lib, c, x, y: lib.where(c[:2], x, y), c, x, y)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_lerp_addcmul_addcdiv(dtype):
-    a, b, w = (data(dtype, s, seed=i) for i, s in enumerate([(3, 4), (4,), (3, 1)], 50))
-    (ra, oa), (rb, ob), (rw, ow) = both(a, dtype), both(b, dtype), both(w, dtype)
-    for weight in [0.3, 0.7, 2, 1j]:
-        check_same(lambda: t.lerp(ra, rb, weight), lambda: torch.lerp(oa, ob, weight))
-    check_same(lambda: t.lerp(ra, rb, rw), lambda: torch.lerp(oa, ob, ow))
+    a, b, w = (both(data(dtype, s, seed=i), dtype)
+               for i, s in enumerate([(3, 4), (4,), (3, 1)], 50))
+    for weight in [0.3, 0.7, 2, 1j, w]:
+        same("lerp", a, b, weight)
     for value in [1, 2, 0.5, 300, 1j]:
-        check_same(lambda: t.addcmul(ra, rb, rw, value=value),
-                   lambda: torch.addcmul(oa, ob, ow, value=value))
-        check_same(lambda: t.addcdiv(ra, rb, rw, value=value),
-                   lambda: torch.addcdiv(oa, ob, ow, value=value))
-    rf, of = both(data("float64", (4,), seed=9), "float64")
-    check_same(lambda: t.lerp(ra, rf, 0.5), lambda: torch.lerp(oa, of, 0.5))
-    check_same(lambda: t.addcmul(ra, rf, rw), lambda: torch.addcmul(oa, of, ow))
+        same("addcmul", a, b, w, value=value)
+        same("addcdiv", a, b, w, value=value)
+    f = both(data("float64", (4,), seed=9), "float64")
+    same("lerp", a, f, 0.5)
+    same("addcmul", a, f, w)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -403,16 +406,14 @@ def test_isclose_equal(dtype):
     a = data(dtype, (3, 4), seed=61)
     b = a.copy()
     b.flat[::3] = data(dtype, (4,), seed=62)
-    (ra, oa), (rb, ob) = both(a, dtype), both(b, dtype)
+    pa, pb = both(a, dtype), both(b, dtype)
     for kwargs in [{}, {"equal_nan": True}, {"rtol": 0.5}, {"atol": 2}, {"rtol": -1}]:
-        check_same(lambda: t.isclose(ra, rb, **kwargs), lambda: torch.isclose(oa, ob, **kwargs))
-        check_same(lambda: t.allclose(ra, rb, **kwargs),
-                   lambda: torch.allclose(oa, ob, **kwargs))
-    check_same(lambda: t.equal(ra, rb), lambda: torch.equal(oa, ob))
-    check_same(lambda: t.equal(ra, ra.clone()), lambda: torch.equal(oa, oa.clone()))
-    check_same(lambda: t.equal(ra, ra[:1]), lambda: torch.equal(oa, oa[:1]))
-    rf, of = both(data("float32", (3, 4), seed=1), "float32")
-    check_same(lambda: t.isclose(ra, rf), lambda: torch.isclose(oa, of))
+        same("isclose", pa, pb, **kwargs)
+        same("allclose", pa, pb, **kwargs)
+    same("equal", pa, pb)
+    same(lambda lib, x: lib.equal(x, x.clone()), pa)
+    same(lambda lib, x: lib.equal(x, x[:1]), pa)
+    same("isclose", pa, both(data("float32", (3, 4), seed=1), "float32"))
 
 
 # -- in-place and out= --------------------------------------------------------------------------
@@ -423,27 +424,26 @@ def test_isclose_equal(dtype):
 @pytest.mark.parametrize("name", ["add_", "sub_", "mul_", "div_", "pow_", "remainder_",
                                   "eq_", "lt_", "clamp_", "bitwise_or_", "atan2_", "copysign_"])
 def test_inplace_casting(name, dtype, other_dtype):
-    (ra, oa), (rb, ob) = operands(name, dtype, other_dtype, (2, 3), (3,), seed=71)
-    if name == "clamp_":
-        check_same(lambda: ra.clamp_(rb), lambda: oa.clamp_(ob))
-    else:
-        check_same(lambda: getattr(ra, name)(rb), lambda: getattr(oa, name)(ob))
-    compare(ra, oa)
-    (ra, oa), (rb, ob) = operands(name, dtype, other_dtype, (3,), (2, 3), seed=71)
-    check_same(lambda: getattr(ra, name)(rb), lambda: getattr(oa, name)(ob))
+    a, b = operands(name, dtype, other_dtype, (2, 3), (3,), seed=71)
+    same("." + name, a, b)
+    compare(*a)
+    a, b = operands(name, dtype, other_dtype, (3,), (2, 3), seed=71)
+    same("." + name, a, b)
 
 
 @pytest.mark.parametrize("out_dtype", ["bool", "int64", "float32", "float64", "complex64"])
 @pytest.mark.parametrize("name", ["add", "div", "exp", "eq", "abs", "floor_divide", "logical_not",
-                                  "maximum", "sqrt", "sign"])
+                                  "maximum", "sqrt", "sign", "floor", "nan_to_num", "signbit"])
 def test_out(name, out_dtype):
-    unary = name in ("exp", "abs", "logical_not", "sqrt", "sign")
-    (ra, oa), (rb, ob) = operands(name, "int32", "float32", (2, 3), (2, 3), seed=73)
-    ro, oo = both(np.zeros(6, out_dtype).reshape(2, 3), out_dtype)
-    args_r, args_o = ((ra,), (oa,)) if unary else ((ra, rb), (oa, ob))
-    check_same(lambda: getattr(t, name)(*args_r, out=ro),
-               lambda: getattr(torch, name)(*args_o, out=oo))
-    compare(ro, oo)
+    a, b = operands(name, "int32", "float32", (2, 3), (2, 3), seed=73)
+    out = both(np.zeros((2, 3), out_dtype), out_dtype)
+    tol = "complex64" if out_dtype.startswith("complex") else "float32"
+    if name in ("exp", "abs", "logical_not", "sqrt", "sign", "floor", "nan_to_num", "signbit"):
+        same(name, a, out=out, tol=tol)
+        same(name, b, out=out, tol=tol)
+    else:
+        same(name, a, b, out=out, tol=tol)
+    compare(*out, tol)
 
 
 def test_out_returns_out_and_inplace_returns_self():
@@ -460,48 +460,47 @@ def test_out_returns_out_and_inplace_returns_self():
 
 
 def test_errors_for_bool_and_complex():
-    rb, ob = both(np.array([True, False]), "bool")
+    b = both(np.array([True, False]), "bool")
     for fn in [lambda lib, x: x - x, lambda lib, x: -x, lambda lib, x: x - 1,
                lambda lib, x: 1 - x, lambda lib, x: +x, lambda lib, x: lib.positive(x)]:
-        check_same(lambda: fn(t, rb), lambda: fn(torch, ob))
-    rc, oc = both(np.array([1 + 1j]), "complex64")
-    for fn in [lambda lib, x: x < x, lambda lib, x: lib.clamp(x, 0), lambda lib, x: lib.sign(x),
-               lambda lib, x: lib.maximum(x, x), lambda lib, x: x.floor(), lambda lib, x: x.relu()]:
-        check_same(lambda: fn(t, rc), lambda: fn(torch, oc))
+        same(fn, b)
+    c = both(np.array([1 + 1j]), "complex64")
+    for fn in [lambda lib, x: x < 1, lambda lib, x: lib.clamp(x, 0), lambda lib, x: lib.sign(x),
+               lambda lib, x: lib.maximum(x, x), lambda lib, x: x.floor(), lambda lib, x: x.relu(),
+               lambda lib, x: x.abs_()]:
+        same(fn, c)
 
 
 def test_type_errors_for_scalar_other():
-    r, o = both(np.array([1.0, 2.0], "float32"), "float32")
-    for name in ["maximum", "atan2", "hypot", "logaddexp", "logical_and", "isclose"]:
-        check_same(lambda: getattr(t, name)(r, 2), lambda: getattr(torch, name)(o, 2))
-    check_same(lambda: t.clamp(r, r, 1.0), lambda: torch.clamp(o, o, 1.0))
+    x = both(np.array([1.0, 2.0], "float32"), "float32")
+    for name in ["maximum", "atan2", "hypot", "logaddexp", "logical_and", "isclose", "heaviside"]:
+        same(name, x, 2)
+    same("clamp", x, x, 1.0)
 
 
 def test_default_dtype_float64_promotion():
-    (ri, oi) = both(np.array([1, 2, 3]), "int64")
+    i = both(np.array([1, 2, 3]), "int64")
     t.set_default_dtype(t.float64)
     torch.set_default_dtype(torch.float64)
     try:
         for fn in [lambda lib, x: x / 2, lambda lib, x: lib.exp(x), lambda lib, x: x * 1.5,
                    lambda lib, x: x + 1j, lambda lib, x: lib.sigmoid(x)]:
-            check_same(lambda: fn(t, ri), lambda: fn(torch, oi))
+            same(fn, i)
     finally:
         t.set_default_dtype(t.float32)
         torch.set_default_dtype(torch.float32)
 
 
 def test_noncontiguous_inputs():
-    a = data("float32", (4, 6), seed=81)
-    (ra, oa) = both(a, "float32")
-    check_same(lambda: ra.t() + ra.t(), lambda: oa.t() + oa.t())
-    check_same(lambda: ra[:, ::2].exp(), lambda: oa[:, ::2].exp())
-    check_same(lambda: ra.t() * ra[:, :4].t()[0], lambda: oa.t() * oa[:, :4].t()[0])
+    a = both(data("float32", (4, 6), seed=81), "float32")
+    same(lambda lib, x: x.t() + x.t(), a)
+    same(lambda lib, x: x[:, ::2].exp(), a)
+    same(lambda lib, x: x.t() * x[:, :4].t()[0], a)
 
 
 def test_broadcast_error_messages():
-    r1, o1 = both(np.ones((3,), "float32"), "float32")
-    r2, o2 = both(np.ones((2, 2), "float32"), "float32")
+    a, b = both(np.ones((3,), "float32"), "float32"), both(np.ones((2, 2), "float32"), "float32")
     for fn in [lambda lib, a, b: a + b, lambda lib, a, b: lib.where(a > 0, a, b),
                lambda lib, a, b: lib.lerp(a, b, 0.5), lambda lib, a, b: lib.addcmul(a, a, b),
                lambda lib, a, b: a.add_(b), lambda lib, a, b: b.mul_(a[:2])]:
-        check_same(lambda: fn(t, r1, r2), lambda: fn(torch, o1, o2))
+        same(fn, a, b)

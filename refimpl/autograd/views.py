@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl._state import STATE
-from refimpl.autograd.graph import GraphNode, _display_name, gradient_edge
+from refimpl.autograd.graph import GraphNode, _display_name, gradient_edge, node_class
 
 DEFAULT, IN_CUSTOM_FUNCTION, MULTI_OUTPUT_NODE, NO_GRAD_MODE, INFERENCE_MODE = range(5)
 
@@ -223,8 +223,9 @@ def _linear_map(x, src_geom, dst_geom, forward: bool, name: str):
     out = Tensor._from_array(np.ascontiguousarray(out_np).astype(x.dtype.np, copy=False),
                              x.dtype)
     if STATE.grad_enabled and x.requires_grad:
-        node = _LinearMapNode(src_geom, dst_geom, not forward, name, (gradient_edge(x),),
-                              ((out._shape, out.dtype, out.device),))
+        cls = node_class(name, _LinearMapNode)
+        node = cls(src_geom, dst_geom, not forward, name, (gradient_edge(x),),
+                   ((out._shape, out.dtype, out.device),))
         out._gfn = node
     return out
 
@@ -276,7 +277,7 @@ class AsStridedNode(GraphNode):
         g = grads[0]
         if g is None:
             return [None]
-        return [scatter(g, self._base_geom, self._view_geom)]
+        return [scatter(g, self._base_geom, self._view_geom, "AsStridedBackwardBackward0")]
 
 
 def _named(name: str, cls: type) -> type:
@@ -311,7 +312,7 @@ class CopySlicesNode(GraphNode):
         result = _buffer_like(g, self._base_geom, self._view_geom)
         result.copy_(g)
         shape, stride, offset = self._view_geom
-        grad_slice = result.as_strided(shape, stride, offset - self._base_geom[2])
+        grad_slice = _strided_view(result, shape, stride, offset - self._base_geom[2])
         res = call_node(fn, [grad_slice.clone()])
         out = [None] * n
         if res[0] is not None:
@@ -323,6 +324,19 @@ class CopySlicesNode(GraphNode):
 
     def _release(self) -> None:
         self._fn = None
+
+
+def _strided_view(base, shape, stride, offset):
+    """``base.as_strided(shape, stride, offset)`` whose grad_fn (AsStridedBackward0) keeps
+    only geometry, so writing into the view later does not invalidate it."""
+    from refimpl._tensor import Tensor
+
+    view = Tensor._make(base._storage, shape, stride, offset, base.dtype,
+                        base._version_counter, base)
+    if STATE.grad_enabled and base.requires_grad:
+        view._gfn = AsStridedNode.make(view, base)
+        view._output_nr = 0
+    return view
 
 
 def _buffer_like(g, base_geom, view_geom):

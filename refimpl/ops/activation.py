@@ -15,8 +15,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl.ops import _special
-from refimpl.ops._registry import defop
-from refimpl.ops.elementwise import (
+from refimpl.ops._pointwise import (
     FLOATING,
     INEXACT,
     REAL,
@@ -27,6 +26,7 @@ from refimpl.ops.elementwise import (
     fit,
     inplace,
 )
+from refimpl.ops._registry import defop
 from refimpl.ops.elementwise_binary import where
 
 _SQRT_2 = math.sqrt(2.0)

@@ -17,8 +17,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops._helpers import result_type
-from refimpl.ops._registry import TensorSpec, defop
-from refimpl.ops.elementwise import (
+from refimpl.ops._pointwise import (
     REAL,
     _hidden,
     checked_scalar,
@@ -31,6 +30,7 @@ from refimpl.ops.elementwise import (
     out_device,
     unbroadcast,
 )
+from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.elementwise_binary import _CPP_NAMES, broadcast_all, where
 
 _COMPLEX_MSG = "clamp is not supported for complex types"
@@ -78,12 +78,12 @@ def _bound_value(v, dtype: D.dtype):
     return checked_scalar(v, dtype)
 
 
-def _scalar_meta(self, min=None, max=None) -> TensorSpec:  # noqa: A002 - torch's names
+def _scalar_meta(self, min=None, max=None) -> TensorSpec:
     _both_none(min, max)
     return TensorSpec(self._shape, _scalar_dtype(self, min, max), self.device)
 
 
-def _scalar_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
+def _scalar_cpu(self, min=None, max=None) -> np.ndarray:
     dtype = _scalar_meta(self, min, max).dtype
     if dtype is D.bool_:
         kernel = ("clamp_scalar_cpu" if min is not None and max is not None
@@ -93,7 +93,7 @@ def _scalar_cpu(self, min=None, max=None) -> np.ndarray:  # noqa: A002
                     self._shape)
 
 
-def _tensor_meta(self, min=None, max=None, *, check_self: bool = True) -> TensorSpec:  # noqa: A002
+def _tensor_meta(self, min=None, max=None, *, check_self: bool = True) -> TensorSpec:
     _both_none(min, max)
     if check_self and self.dtype.category == 3:
         raise NotImplementedError(_COMPLEX_MSG)
@@ -102,7 +102,7 @@ def _tensor_meta(self, min=None, max=None, *, check_self: bool = True) -> Tensor
                       out_device(self, *bounds))
 
 
-def _tensor_cpu(self, min=None, max=None, *, check_self: bool = True) -> np.ndarray:  # noqa: A002
+def _tensor_cpu(self, min=None, max=None, *, check_self: bool = True) -> np.ndarray:
     spec = _tensor_meta(self, min, max, check_self=check_self)
     if min is not None and max is not None:
         kernel, allow = "clamp_cpu", REAL - {D.bool_}
@@ -237,6 +237,12 @@ def _pick(name: str, input, lo, hi, tensor_op, scalar_op):
                     "but expected one of:")
 
 
+def _no_complex_bound(self: Tensor, bound) -> None:
+    """clamp_min/clamp_max refuse complex scalars before any promotion."""
+    if not isinstance(bound, Tensor) and (self.dtype.category == 3 or isinstance(bound, complex)):
+        raise NotImplementedError(_COMPLEX_MSG)
+
+
 def _check_inplace(self: Tensor, *bounds) -> None:
     """Scalar in-place clamps refuse to promote ``self`` (torch's own message)."""
     if any(isinstance(b, Tensor) for b in bounds):
@@ -248,49 +254,51 @@ def _check_inplace(self: Tensor, *bounds) -> None:
     _scalar_dtype(self, lo, hi, inplace=True)
 
 
-def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
+def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
     """Limit ``input`` to ``[min, max]``: both bounds scalars or both tensors (TENSOR-340)."""
     op = _pick("clamp", input, min, max, _clamp_t, _clamp_s)
     return op(input, min, max, **({} if out is None else {"out": out}))
 
 
-def clamp_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+def clamp_(self: Tensor, min=None, max=None) -> Tensor:
     """In-place ``clamp``."""
     op = _pick("clamp_", self, min, max, _clamp_t_, _clamp_s_)
     _check_inplace(self, min, max)
     return op(self, min, max)
 
 
-def clip(input: Tensor, min=None, max=None, *, out=None) -> Tensor:  # noqa: A002
+def clip(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
     """Alias of ``clamp``."""
     return clamp(input, min, max, out=out)
 
 
-def clip_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+def clip_(self: Tensor, min=None, max=None) -> Tensor:
     """Alias of ``clamp_``."""
     return clamp_(self, min, max)
 
 
-def clamp_min(input: Tensor, min, *, out=None) -> Tensor:  # noqa: A002
+def clamp_min(input: Tensor, min, *, out=None) -> Tensor:
     """``max(input, min)`` with clamp's dtype rules."""
     op = _min_t if isinstance(min, Tensor) else _min_s
     return op(input, min, **({} if out is None else {"out": out}))
 
 
-def clamp_min_(self: Tensor, min) -> Tensor:  # noqa: A002
+def clamp_min_(self: Tensor, min) -> Tensor:
     """In-place ``clamp_min``."""
+    _no_complex_bound(self, min)
     _check_inplace(self, min, None)
     return (_min_t_ if isinstance(min, Tensor) else _min_s_)(self, min)
 
 
-def clamp_max(input: Tensor, max, *, out=None) -> Tensor:  # noqa: A002
+def clamp_max(input: Tensor, max, *, out=None) -> Tensor:
     """``min(input, max)`` with clamp's dtype rules."""
     op = _max_t if isinstance(max, Tensor) else _max_s
     return op(input, max, **({} if out is None else {"out": out}))
 
 
-def clamp_max_(self: Tensor, max) -> Tensor:  # noqa: A002
+def clamp_max_(self: Tensor, max) -> Tensor:
     """In-place ``clamp_max``."""
+    _no_complex_bound(self, max)
     _check_inplace(self, None, max)
     return (_max_t_ if isinstance(max, Tensor) else _max_s_)(self, max)
 

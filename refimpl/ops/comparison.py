@@ -14,8 +14,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.ops._registry import defop
-from refimpl.ops.elementwise import (
+from refimpl.ops._pointwise import (
     ALL,
     BOOL,
     INTEGRAL,
@@ -29,6 +28,7 @@ from refimpl.ops.elementwise import (
     float_dtype,
     inplace,
 )
+from refimpl.ops._registry import defop
 
 
 def _compare(name: str, fn, allow=ALL):

@@ -14,12 +14,26 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.ops._registry import defop
-from refimpl.ops.elementwise import (
-    BOOL, NUMERIC, REAL, Binary, _fast_binary, _fast_same, _hidden, add_tangents, conj,
-    alias, checked_scalar, dtype_of, finish, fit, inplace, operand, unbroadcast,
+from refimpl.ops._pointwise import (
+    BOOL,
+    NUMERIC,
+    REAL,
+    Binary,
+    _hidden,
+    add_tangents,
+    alias,
+    checked_scalar,
+    conj,
+    dtype_of,
+    fast_binary,
+    fast_same,
+    finish,
+    fit,
+    inplace,
+    operand,
+    unbroadcast,
 )
-
+from refimpl.ops._registry import defop
 
 
 def _int_zero_check(y) -> None:
@@ -56,8 +70,8 @@ _mode_div_impl = Binary(_div_mode, allow=REAL - BOOL, pre=_div_pre,
 
 
 def _div_cpu(a, b):
-    if _fast_same(a, b) and a.dtype.category >= 2:
-        return _fast_binary(np.true_divide, a, b)
+    if fast_same(a, b) and a.dtype.category >= 2:
+        return fast_binary(np.true_divide, a, b)
     return _true_div_impl.cpu(a, b)
 
 
@@ -73,7 +87,7 @@ def _div_backward(ctx, grad):
 
 
 def _div_jvp(ctx, ta, tb=None):
-    a, b = ctx.args[0], ctx.args[1]
+    b = ctx.args[1]
     out = ctx.outputs[0]
     if ctx.kwargs.get("rounding_mode") is not None:
         return fit(out * 0, out)
@@ -166,8 +180,8 @@ def _mod_jvp(mode: str):
 
 
 def _mod_ops(name: str, impl: Binary, mode: str):
-    common = dict(meta=impl.meta, cpu=impl.cpu, backward=_mod_backward(mode),
-                  jvp=_mod_jvp(mode), extra=_hidden())
+    common = {"meta": impl.meta, "cpu": impl.cpu, "backward": _mod_backward(mode),
+              "jvp": _mod_jvp(mode), "extra": _hidden()}
     scalar = defop(f"{name}.Scalar", node=f"{name.capitalize()}Backward0", saves=(), **common)
     tensor = defop(f"{name}.Tensor", node=f"{name.capitalize()}Backward1", **common)
     return scalar, tensor
@@ -372,7 +386,7 @@ _pow_st = defop("pow.Scalar", meta=_pow_st_impl.meta, cpu=_pow_st_impl.cpu,
 _pow_tt_, _pow_ts_ = inplace(_pow_tt), inplace(_pow_ts)
 
 
-def pow(input, exponent, *, out=None) -> Tensor:  # noqa: A001 - torch.pow
+def pow(input, exponent, *, out=None) -> Tensor:
     """``input ** exponent``; either may be a Python scalar (TENSOR-315).
 
     Integer tensors raised to a negative integer *scalar* raise "Integers to negative
@@ -431,8 +445,15 @@ _div_tensor_ = inplace(_div_tensor)
 _div_mode_ = inplace(_div_mode_op)
 
 __all__ = [
-    "div", "divide", "true_divide", "floor_divide", "remainder", "fmod", "pow", "float_power",
+    "div",
+    "divide",
+    "float_power",
+    "floor_divide",
+    "fmod",
+    "pow",
+    "remainder",
     "square",
+    "true_divide",
 ]
 TENSOR_METHODS = (
     "div", "div_", "divide", "divide_", "true_divide", "true_divide_", "floor_divide",

@@ -13,8 +13,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops._helpers import result_type
-from refimpl.ops._registry import TensorSpec, defop
-from refimpl.ops.elementwise import (
+from refimpl.ops._pointwise import (
     ALL,
     BOOL,
     COMPLEX,
@@ -25,8 +24,8 @@ from refimpl.ops.elementwise import (
     REAL,
     Binary,
     _hidden,
-    alias,
     add_tangents,
+    alias,
     broadcast_pair,
     checked_scalar,
     compute_dtype,
@@ -41,6 +40,7 @@ from refimpl.ops.elementwise import (
     shape_of,
     unbroadcast,
 )
+from refimpl.ops._registry import TensorSpec, defop
 
 
 def broadcast_all(*xs) -> tuple:
@@ -373,7 +373,7 @@ def _where_backward(ctx, g):
 
 
 def _where_jvp(ctx, tx, tcond=None, ty=None):
-    x, cond, y = ctx.args
+    cond = ctx.args[1]
     if tx is None and ty is None:
         return None
     return fit(where(cond, 0 if tx is None else tx, 0 if ty is None else ty), ctx.outputs[0])
@@ -515,7 +515,7 @@ def _addc(divide: bool):
         return gx, g1, g2
 
     def jvp(ctx, tx, t1=None, t2=None):
-        x, a, b = ctx.args
+        _, a, b = ctx.args
         v = ctx.kwargs.get("value", 1)
         if divide:
             parts = (tx, None if t1 is None else t1 * v / b,

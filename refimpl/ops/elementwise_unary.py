@@ -17,8 +17,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _special
-from refimpl.ops._registry import defop
-from refimpl.ops.elementwise import (
+from refimpl.ops._pointwise import (
     ALL,
     COMPLEX,
     FLOATING,
@@ -27,10 +26,13 @@ from refimpl.ops.elementwise import (
     Unary,
     alias,
     exact_out,
-    conj,
     fit,
     inplace,
 )
+from refimpl.ops._pointwise import (
+    conj as conj_value,
+)
+from refimpl.ops._registry import defop
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -57,7 +59,7 @@ def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
         def backward(ctx, g):
             x = ctx.args[0]
             d = grad(x, ctx.outputs[0] if ctx.outputs else None)
-            r = g * conj(d)
+            r = g * conj_value(d)
             return (r.real if r.dtype.category == 3 and x.dtype.category < 3 else r,)
 
         def jvp(ctx, t):
@@ -229,7 +231,7 @@ _round_, _round_dec_ = inplace(_round), inplace(_round_dec)
 _round_exact, _round_dec_exact = exact_out(_round), exact_out(_round_dec)
 
 
-def round(input: Tensor, *, decimals: int = 0, out=None) -> Tensor:  # noqa: A001
+def round(input: Tensor, *, decimals: int = 0, out=None) -> Tensor:
     """Round half to even; ``decimals`` rounds to that many decimal digits (floats)."""
     if decimals == 0:
         return _round_exact(input, out=out)
@@ -423,12 +425,60 @@ def is_neg(input: Tensor) -> bool:
 
 
 __all__ = [
-    "acos", "acosh", "angle", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh",
-    "asin", "asinh", "atan", "atanh", "ceil", "conj", "conj_physical", "cos", "cosh",
-    "deg2rad", "digamma", "erf", "erfc", "erfinv", "exp", "exp2", "expm1", "fix", "floor",
-    "frac", "is_conj", "is_neg", "lgamma", "log", "log10", "log1p", "log2", "nan_to_num",
-    "polygamma", "rad2deg", "reciprocal", "resolve_conj", "resolve_neg", "round", "rsqrt",
-    "sgn", "sigmoid", "sign", "signbit", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+    "acos",
+    "acosh",
+    "angle",
+    "arccos",
+    "arccosh",
+    "arcsin",
+    "arcsinh",
+    "arctan",
+    "arctanh",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "ceil",
+    "conj",
+    "conj_physical",
+    "cos",
+    "cosh",
+    "deg2rad",
+    "digamma",
+    "erf",
+    "erfc",
+    "erfinv",
+    "exp",
+    "exp2",
+    "expm1",
+    "fix",
+    "floor",
+    "frac",
+    "is_conj",
+    "is_neg",
+    "lgamma",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "nan_to_num",
+    "polygamma",
+    "rad2deg",
+    "reciprocal",
+    "resolve_conj",
+    "resolve_neg",
+    "round",
+    "rsqrt",
+    "sgn",
+    "sigmoid",
+    "sign",
+    "signbit",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
 ]
 TENSOR_METHODS = (
     "round", "round_", "conj", "conj_physical", "conj_physical_", "resolve_conj",
