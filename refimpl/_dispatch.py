@@ -163,8 +163,8 @@ def _make_view(op: OpDef, args: tuple, kwargs: dict):
 
 def _alias(src: Tensor, spec: ViewSpec) -> Tensor:
     base = src._base if src._base is not None else src
-    t = Tensor._make(src._storage, spec.shape, spec.stride, spec.offset, src.dtype,
-                     src._version_counter, base)
+    t = Tensor._make(src._storage, spec.shape, spec.stride, spec.offset,
+                     spec.dtype or src.dtype, src._version_counter, base)
     t._is_inference = src._is_inference
     return t
 

@@ -34,11 +34,14 @@ class UntypedStorage:
         self._data = _allocate(self._nbytes, self.device)
 
     @classmethod
-    def _wrap_numpy(cls, array: np.ndarray) -> UntypedStorage:
-        """A CPU storage aliasing the bytes of a contiguous numpy array (no copy)."""
+    def _wrap_numpy(cls, array: np.ndarray, resizable: bool = True) -> UntypedStorage:
+        """A CPU storage aliasing the bytes of a contiguous numpy array (no copy).
+
+        Storages shared with numpy (``from_numpy``) are not resizable, as in torch.
+        """
         flat = array.reshape(-1).view(np.uint8) if array.size else _EMPTY
         s = object.__new__(cls)
-        s.device, s._data, s._nbytes, s._resizable = CPU, flat, flat.nbytes, False
+        s.device, s._data, s._nbytes, s._resizable = CPU, flat, flat.nbytes, resizable
         return s
 
     def nbytes(self) -> int:

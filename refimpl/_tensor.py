@@ -235,11 +235,8 @@ class Tensor(TensorAutogradMixin):
         """How many in-place modifications this tensor's data has seen."""
         return self._version_counter.version
 
-    @property
     def _is_view(self) -> bool:
-        return self._base is not None
-
-    def _is_view_method(self) -> bool:
+        """Whether this tensor is a view of another (its ``_base``)."""
         return self._base is not None
 
     def is_set_to(self, other: Tensor) -> bool:

@@ -40,11 +40,15 @@ class TensorSpec(NamedTuple):
 
 
 class ViewSpec(NamedTuple):
-    """Metadata of a view output: the aliasing of input 0's storage."""
+    """Metadata of a view output: the aliasing of input 0's storage.
+
+    ``dtype`` is set by views that reinterpret the bytes (``view(dtype)``, ``real``).
+    """
 
     shape: tuple
     stride: tuple
     offset: int
+    dtype: Any = None
 
 
 @dataclass(eq=False)

@@ -184,7 +184,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
         if array.size else 0
     flat = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(item,)) \
         if array.size else np.empty(0, array.dtype)
-    storage = UntypedStorage._wrap_numpy(flat)
+    storage = UntypedStorage._wrap_numpy(flat, resizable=False)
     storage._data = flat.view(np.uint8)
     t = Tensor._make(storage, array.shape, tuple(s // item for s in array.strides), 0, dt)
     t._np_cache = array

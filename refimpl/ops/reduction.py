@@ -10,8 +10,12 @@ bool except for uint8, which stays uint8. float16 and bfloat16 accumulate in flo
 Where torch has two overloads with different autograd nodes (``sum()`` gives
 ``SumBackward0``, ``sum(dim)`` gives ``SumBackward1``) there are two ops, named like
 torch's overloads (``sum``, ``sum.dim_IntList``), behind one public function.
-Order statistics (median, mode, kthvalue) live in ``sorting``; scans (cumsum, cummax,
-...) in ``scan``.
+
+This module holds the shared pieces (dims, shapes, ``return_types``, gradient helpers)
+and sum/mean/prod/logsumexp/all/any/count_nonzero; ``reduction_minmax`` (max, min,
+amax, aminmax, argmax), ``reduction_stats`` (var, std, norm) and ``scan`` (cumsum,
+cumprod, cummax, cummin) are re-exported from here. Order statistics (median, mode,
+kthvalue) live in ``sorting``.
 """
 
 from __future__ import annotations
