@@ -320,8 +320,6 @@ def test_resize_sets_shape_and_bumps_only_on_change():
         g.resize_(3)
 
 
-@pytest.mark.xfail(reason="core: CPU storages made from numpy results are not resizable",
-                   strict=False)
 def test_resize_grows_the_storage():
     for m in (t, torch):
         x = m.zeros(3)
