@@ -200,7 +200,8 @@ def coverage(
         for t in doc.tests:
             cited = by_source.get(t.source, [])
             if t.status == "ported" or (t.status == "pending" and cited):
-                ported.append({"test": t.test, "cases": sorted(set(t.cases) | set(cited))})
+                extra = [c for c in cited if c not in t.cases]
+                ported.append({"test": t.test, "cases": [*t.cases, *extra]})
             elif t.status == "pending":
                 pending.append(t.test)
         entry["ported"] = ported

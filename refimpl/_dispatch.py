@@ -13,6 +13,8 @@ a layer that wants "the op without me" calls the next layer directly.
 
 from __future__ import annotations
 
+import numpy as np
+
 from refimpl import _dtype as D
 from refimpl._device import CPU, device, resolve
 from refimpl._state import STATE
@@ -58,7 +60,11 @@ def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
     if STATE.grad_enabled and op.differentiable:
         for a in args:
             if isinstance(a, Tensor):
-                if a._requires_grad or a.grad_fn is not None:
+                # requires_grad without the property calls (this runs on every op):
+                # a leaf flag, a graph node, or a differentiable view of such a base
+                if a._rg or a._gfn is not None or (
+                    a._view_meta is not None and a._base.requires_grad
+                ):
                     break
             elif isinstance(a, (list, tuple)) and any(
                 isinstance(x, Tensor) and x.requires_grad for x in a
@@ -116,6 +122,9 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
         # copies between devices run on the CUDA side (it owns the copy engine)
         devs = [t._storage.device for t in tensors_in(args, kwargs)]
         dev = next((d for d in devs if d.type == "cuda"), devs[0] if devs else CPU)
+    elif len(args) == 2 and not kwargs and type(args[0]) is Tensor and type(args[1]) is Tensor \
+            and args[0]._storage.device is args[1]._storage.device:
+        dev = args[0]._storage.device  # the common binary case, decided without a scan
     else:
         dev = common_device(op, tensors_in(args, kwargs))
     dtype_ = dev.type
@@ -136,7 +145,11 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
 
 def _wrap(result):
     """Turn a CPU kernel's numpy results into tensors (tensors pass through)."""
+    if type(result) is np.ndarray:
+        return Tensor._from_array(result)
     if isinstance(result, tuple):
+        if hasattr(result, "_fields"):  # a named tuple (values, indices) keeps its type
+            return type(result)(*(_wrap(r) for r in result))
         return tuple(_wrap(r) for r in result)
     if isinstance(result, list):
         return [_wrap(r) for r in result]
@@ -223,14 +236,15 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
     """``op(..., out=t)``: compute without autograd, resize ``out`` if needed, write."""
     kwargs = dict(kwargs)
     out = kwargs.pop("out")
+    name = op.name.split(".")[0]  # the overload suffix (sum.dim_IntList) is not shown
     if STATE.grad_enabled and any(t.requires_grad for t in tensors_in(args, kwargs)):
         raise RuntimeError(
-            f"{op.name}(): functions with out=... arguments don't support automatic "
+            f"{name}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
     if STATE.grad_enabled and isinstance(out, Tensor) and out.requires_grad:
         raise RuntimeError(
-            f"{op.name}(): functions with out=... arguments don't support automatic "
+            f"{name}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
     result = below_autograd(op, args, kwargs)

@@ -35,13 +35,14 @@ class UntypedStorage:
 
     @classmethod
     def _wrap_numpy(cls, array: np.ndarray, resizable: bool = True) -> UntypedStorage:
-        """A CPU storage aliasing the bytes of a contiguous numpy array (no copy).
+        """A CPU storage aliasing the bytes of a C-contiguous numpy array (no copy).
 
-        Storages shared with numpy (``from_numpy``) are not resizable, as in torch.
+        The array itself is kept as the buffer (tensors view it through the buffer
+        protocol, whatever their dtype). Storages shared with numpy (``from_numpy``)
+        are not resizable, as in torch.
         """
-        flat = array.reshape(-1).view(np.uint8) if array.size else _EMPTY
         s = object.__new__(cls)
-        s.device, s._data, s._nbytes, s._resizable = CPU, flat, flat.nbytes, resizable
+        s.device, s._data, s._nbytes, s._resizable = CPU, array, array.nbytes, resizable
         return s
 
     def nbytes(self) -> int:
@@ -75,7 +76,7 @@ class UntypedStorage:
         if self.device.type == "cpu":
             new = np.zeros(nbytes, dtype=np.uint8)
             n = min(nbytes, self._nbytes)
-            new[:n] = self._data[:n]
+            new[:n] = self._data.reshape(-1).view(np.uint8)[:n]
             self._data = new
         elif self.device.type == "cuda":
             from refimpl.cuda import _tensor_memory
@@ -105,9 +106,6 @@ def _allocate(nbytes: int, dev: device):
     if dev.type == "meta":
         return None
     raise NotImplementedError(f"refimpl does not implement storage on '{dev.type}'")
-
-
-_EMPTY = np.empty(0, np.uint8)
 
 
 class VersionCounter:

@@ -36,14 +36,23 @@ class Size(tuple):
         return Size(tuple(self) + tuple(other))
 
 
+_STRIDES: dict[tuple, tuple] = {}
+
+
 def contiguous_strides(shape) -> tuple:
     """Row-major strides (in elements) for ``shape``; size-0/1 dims as torch computes."""
+    cached = _STRIDES.get(shape)
+    if cached is not None:
+        return cached
     strides = []
     acc = 1
     for d in reversed(shape):
         strides.append(acc)
         acc *= max(d, 1)
-    return tuple(reversed(strides))
+    result = tuple(reversed(strides))
+    if len(_STRIDES) < 4096 and type(shape) is tuple:
+        _STRIDES[shape] = result
+    return result
 
 
 class Tensor(TensorAutogradMixin):
@@ -256,7 +265,7 @@ class Tensor(TensorAutogradMixin):
                 raise RuntimeError(f"refimpl internal: numpy view of a {dev} tensor")
             npdt = self.dtype.np
             item = npdt.itemsize
-            if self._storage._nbytes == 0 or 0 in self._shape:
+            if not self._storage._nbytes or 0 in self._shape:
                 arr = np.empty(self._shape, npdt)
             else:
                 arr = np.ndarray(self._shape, npdt, self._storage._data, self._offset * item,

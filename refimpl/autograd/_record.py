@@ -23,7 +23,7 @@ import weakref
 
 from refimpl._state import STATE
 from refimpl.autograd import _flags, views
-from refimpl.autograd.graph import GraphNode, gradient_edge, node_class
+from refimpl.autograd.graph import GraphNode, grad_accumulator, gradient_edge, node_class
 from refimpl.autograd.saved import SavedVariable
 
 # Which inputs each gradient reads, for ops that do not declare extra["save_needs"].
@@ -53,7 +53,7 @@ class _WeakArg:
 
     def __init__(self, tensor) -> None:
         self.ref = weakref.ref(tensor)
-        self.meta = (tensor._shape, tensor.dtype, tensor.device)
+        self.meta = (tensor._shape, tensor.dtype, tensor._storage.device)
 
     def unpack(self, node=None):
         t = self.ref()
@@ -84,7 +84,10 @@ class OpNode(GraphNode):
 
     def _apply(self, grads: list) -> list:
         n_edges = len(self._next)
-        if not any(g is not None for g in grads):
+        if len(grads) == 1:
+            if grads[0] is None:
+                return [None] * n_edges
+        elif all(g is None for g in grads):
             return [None] * n_edges
         op = self._op
         if op.backward is None:
@@ -94,12 +97,15 @@ class OpNode(GraphNode):
 
             raise RuntimeError(ERR_BACKWARD_TWICE)
         if len(grads) > 1 and any(g is None for g in grads):
-            grads = [g if g is not None else _zeros(meta) for g, meta in
+            grads = [g if g is not None else _fresh_zeros(meta) for g, meta in
                      zip(grads, self._in_meta)]
         ctx = OpContext(self._unpack_args(), self._kwargs, self._unpack_outputs(), self._needs)
         res = op.backward(ctx, *grads)
         if not isinstance(res, (tuple, list)):
             res = (res,)
+        layout = self._layout
+        if len(res) == len(layout) == n_edges and all(c is _ONE for c in layout):
+            return list(res)
         return self._flatten(res, n_edges)
 
     def _unpack_args(self) -> tuple:
@@ -139,20 +145,19 @@ class OpNode(GraphNode):
         return out
 
     def _release(self) -> None:
+        released = False
+        args = self._args
         for where in self._saved_at:
-            if type(where) is int:
-                self._args[where].release()
-            else:
-                self._args[where[0]][where[1]].release()
-        saved_outs = False
+            sv = args[where] if type(where) is int else args[where[0]][where[1]]
+            if type(sv) is not _WeakArg:
+                sv.release()
+                released = True
         if self._outs is not None:
             for o in self._outs:
                 if isinstance(o, SavedVariable):
                     o.release()
-                    saved_outs = True
-        if saved_outs or any(isinstance(self._args[w] if type(w) is int
-                                        else self._args[w[0]][w[1]], SavedVariable)
-                             for w in self._saved_at):
+                    released = True
+        if released:
             self._released = True
 
     def __getattr__(self, name: str):
@@ -186,58 +191,130 @@ def _padded(res, n: int):
     return res
 
 
+# Stand-ins for dead weakly held arguments, by (shape, dtype): zero-stride views of one
+# zero element, shared (only gradients nobody asked for read them; see _WeakArg).
+_ZEROS_CACHE: dict = {}
+
+
 def _zeros(meta):
+    shape, dtype, device = meta
+    if device.type == "cpu":
+        key = (shape, dtype)
+        z = _ZEROS_CACHE.get(key)
+        if z is None:
+            if len(_ZEROS_CACHE) > 512:
+                _ZEROS_CACHE.clear()
+            import numpy as np
+
+            one = _tensor_cls()._from_array(np.zeros(1, dtype.np), dtype)
+            z = _tensor_cls()._make(one._storage, shape, (0,) * len(shape), 0, dtype)
+            _ZEROS_CACHE[key] = z
+        return z
+    return _fresh_zeros(meta)
+
+
+def _fresh_zeros(meta):
+    """A new zero-filled tensor (the engine may hand these to users as gradients)."""
+    shape, dtype, device = meta
+    if device.type == "cpu":
+        import numpy as np
+
+        return _tensor_cls()._from_array(np.zeros(shape, dtype.np), dtype)
     from refimpl.ops.factories import zeros
 
-    shape, dtype, device = meta
     return zeros(shape, dtype=dtype, device=device)
 
 
-def _is_tensor(x) -> bool:
-    from refimpl._tensor import Tensor
+_TENSOR = None
 
-    return isinstance(x, Tensor)
+
+def _tensor_cls():
+    global _TENSOR
+    if _TENSOR is None:
+        from refimpl._tensor import Tensor
+
+        _TENSOR = Tensor
+    return _TENSOR
+
+
+def _is_tensor(x) -> bool:
+    return isinstance(x, _TENSOR or _tensor_cls())
+
+
+def _edge_of(a):
+    """(requires_grad, edge) of a tensor argument (fast path for non-views)."""
+    if a._view_meta is None:
+        fn = a._gfn
+        if fn is not None:
+            return True, (fn, a._output_nr)
+        if a._rg:
+            return True, (grad_accumulator(a), 0)
+        return False, None
+    rg = a.requires_grad
+    return rg, (gradient_edge(a) if rg else None)
 
 
 def _layout_and_edges(op, args):
     """Per positional arg: (is_list, number of gradient slots); and the flat edges."""
-    from refimpl._tensor import Tensor
-
+    Tensor = _TENSOR or _tensor_cls()
     layout = []
     edges = []
     needs = []
-    scalar_edges = op.name in _SCALAR_EDGE_OPS or op.extra.get("scalar_edges")
+    scalar_edges = _op_info(op)[1]
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            rg = a.requires_grad
-            layout.append((False, 1))
-            edges.append(gradient_edge(a) if rg else None)
+            rg, edge = _edge_of(a)
+            layout.append(_ONE)
+            edges.append(edge)
             needs.append(rg)
         elif isinstance(a, (list, tuple)) and a and any(isinstance(x, Tensor) for x in a):
             layout.append((True, len(a)))
             flags = []
             for x in a:
-                rg = isinstance(x, Tensor) and x.requires_grad
-                edges.append(gradient_edge(x) if rg else None)
+                if isinstance(x, Tensor):
+                    rg, edge = _edge_of(x)
+                else:
+                    rg, edge = False, None
+                edges.append(edge)
                 flags.append(rg)
             needs.append(any(flags))
         elif scalar_edges and i < 2 and isinstance(a, (int, float, complex, bool)):
-            layout.append((False, 1))
+            layout.append(_ONE)
             edges.append(None)
             needs.append(False)
         else:
-            layout.append((False, 0))
+            layout.append(_NONE)
             needs.append(False)
     return tuple(layout), tuple(edges), tuple(needs)
 
 
+_ONE = (False, 1)
+_NONE = (False, 0)
+# id(op) -> (op, scalar_edges, save rule or None, node class)
+_OP_INFO: dict = {}
+
+
+def _op_info(op):
+    info = _OP_INFO.get(id(op))
+    if info is None or info[0] is not op:
+        rule = op.extra.get("save_needs")
+        if rule is None:
+            rule = _SAVE_NEEDS.get(op.base.name if op.base is not None else op.name)
+        cls = node_class(op.node, OpNode)
+        scalar_edges = bool(op.name in _SCALAR_EDGE_OPS or op.extra.get("scalar_edges"))
+        writes = op.kind == "inplace" or bool(op.extra.get("writes_input0"))
+        info = (op, scalar_edges, rule, cls, writes, "inputs" in op.saves,
+                "outputs" in op.saves)
+        _OP_INFO[id(op)] = info
+    return info
+
+
 def _save_positions(op, needs) -> set | None:
     """Indices of the positional args to save (None: every tensor argument)."""
-    if "inputs" not in op.saves:
+    info = _op_info(op)
+    if not info[5]:
         return set()
-    rule = op.extra.get("save_needs")
-    if rule is None:
-        rule = _SAVE_NEEDS.get(op.base.name if op.base is not None else op.name)
+    rule = info[2]
     if rule is None:
         return None
     keep = set()
@@ -248,7 +325,8 @@ def _save_positions(op, needs) -> set | None:
 
 
 def _new_node(op, edges, in_meta) -> OpNode:
-    node = node_class(op.node, OpNode).__new__(node_class(op.node, OpNode))
+    cls = _op_info(op)[3]
+    node = cls.__new__(cls)
     node._init_node(edges, in_meta)
     node._op = op
     node._released = False
@@ -257,15 +335,16 @@ def _new_node(op, edges, in_meta) -> OpNode:
 
 def _save_args(node, op, args, needs, self_clone=None) -> None:
     keep = _save_positions(op, needs)
+    Tensor = _TENSOR or _tensor_cls()
     saved_args = list(args)
     saved_at = []
     for i, a in enumerate(args):
         if keep is not None and i not in keep:
-            if _is_tensor(a):
+            if isinstance(a, Tensor):
                 saved_args[i] = _WeakArg(a)
                 saved_at.append(i)
             continue
-        if _is_tensor(a):
+        if isinstance(a, Tensor):
             src = self_clone if (i == 0 and self_clone is not None) else a
             saved_args[i] = SavedVariable(src)
             saved_at.append(i)
@@ -273,7 +352,7 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
             seq = list(a)
             touched = False
             for j, x in enumerate(seq):
-                if _is_tensor(x):
+                if isinstance(x, Tensor):
                     seq[j] = SavedVariable(x)
                     saved_at.append((i, j))
                     touched = True
@@ -292,7 +371,8 @@ def record(op, args, kwargs):
     """Run ``op`` below autograd and attach a graph node to its outputs."""
     from refimpl._dispatch import below_autograd
 
-    if op.kind == "inplace" or op.extra.get("writes_input0"):
+    info = _op_info(op)
+    if info[4]:
         return _record_inplace(op, args, kwargs)
     if not STATE.grad_enabled:
         return _untracked_view(op, args, kwargs) if op.kind == "view" else \
@@ -303,10 +383,15 @@ def record(op, args, kwargs):
             return _untracked_view(op, args, kwargs)
         return below_autograd(op, args, kwargs)
     out = below_autograd(op, args, kwargs)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
+    Tensor = _TENSOR or _tensor_cls()
+    if isinstance(out, Tensor):
+        outs = (out,)
+        in_meta = ((out._shape, out.dtype, out.device),)
+    else:
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        in_meta = tuple((o._shape, o.dtype, o.device) if isinstance(o, Tensor)
+                        else ((), None, None) for o in outs)
     diff = op.diff_outputs
-    in_meta = tuple((o._shape, o.dtype, o.device) if _is_tensor(o) else ((), None, None)
-                    for o in outs)
     node = _new_node(op, edges, in_meta)
     node._layout = layout
     node._needs = needs
@@ -314,9 +399,9 @@ def record(op, args, kwargs):
     _save_args(node, op, args, needs)
     is_view = op.kind == "view"
     src = args[0] if is_view else None
-    multi = is_view and isinstance(out, (tuple, list))
+    multi = is_view and not isinstance(out, Tensor)
     for i, o in enumerate(outs):
-        if not _is_tensor(o) or o.dtype.category < _FLOAT_CATEGORY:
+        if not isinstance(o, Tensor) or o.dtype.category < _FLOAT_CATEGORY:
             continue
         if diff is not None and i not in diff:
             continue
@@ -326,12 +411,14 @@ def record(op, args, kwargs):
             _set_view_creation(o, src, multi)
             if _flags.view_replay_enabled:
                 _set_replay(o, op, args, kwargs, i if multi else None)
-    if "outputs" in op.saves:
+    if info[6]:
         node._outs = tuple(SavedVariable(o, is_output=True, output_nr=i)
-                           if _is_tensor(o) and o._gfn is node else o
+                           if isinstance(o, Tensor) and o._gfn is node else o
                            for i, o in enumerate(outs))
+    elif len(outs) == 1 and isinstance(out, Tensor):
+        node._outs = (_WeakArg(out),)
     else:
-        node._outs = tuple(_WeakArg(o) if _is_tensor(o) else o for o in outs)
+        node._outs = tuple(_WeakArg(o) if isinstance(o, Tensor) else o for o in outs)
     return out
 
 

@@ -270,7 +270,8 @@ def _expandable(shape: tuple, to: tuple) -> bool:
 def validate_outputs(node: GraphNode, outputs) -> list:
     """Check each gradient against the metadata of the input it flows into."""
     edges = node._next
-    outputs = list(outputs)
+    if type(outputs) is not list:
+        outputs = list(outputs)
     if len(outputs) != len(edges):
         if len(outputs) > len(edges) and all(g is None for g in outputs[len(edges):]):
             outputs = outputs[:len(edges)]
@@ -279,14 +280,15 @@ def validate_outputs(node: GraphNode, outputs) -> list:
                 f"invalid number of gradients - expected {len(edges)}, but got {len(outputs)}"
             )
     for i, g in enumerate(outputs):
-        e = edges[i]
         if g is None:
             continue
+        e = edges[i]
         if e is None:
             outputs[i] = None
             continue
         shape, dtype, device = e[0]._in_meta[e[1]]
-        if dtype is None:
+        if dtype is None or (g._shape == shape and g.dtype is dtype
+                             and g._storage.device == device):
             continue
         if g._shape != shape:
             if not _expandable(shape, g._shape):

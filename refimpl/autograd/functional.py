@@ -88,19 +88,16 @@ def _finish(xs, create_graph: bool):
     return tuple(x if create_graph else (x.detach() if x is not None else None) for x in xs)
 
 
-def _validate_v(v, other, is_outputs: bool) -> None:
+def _validate_v(v, other, is_other_tuple: bool) -> None:
     if len(v) != len(other):
-        kind = "outputs" if is_outputs else "inputs"
         raise RuntimeError(
             f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
-            if kind else ""
         )
     for i, (a, b) in enumerate(zip(v, other)):
         if a._shape != b._shape:
-            kind = "outputs" if is_outputs else "inputs"
+            prefix = f"Entry {i} in " if is_other_tuple else ""
             raise RuntimeError(
-                f"Entry {i} in v has invalid size: should be {list(b._shape)} but got "
-                f"{list(a._shape)}."
+                f"{prefix}v has invalid size: should be {b.size()!r} but got {a.size()!r}."
             )
 
 
@@ -113,7 +110,7 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "vjp")
         if v is not None:
             _, vs = _as_tuple(v, "v", "vjp")
-            _validate_v(vs, outs, True)
+            _validate_v(vs, outs, is_out_tuple)
         else:
             if len(outs) != 1 or outs[0].numel() != 1:
                 raise RuntimeError(
@@ -135,7 +132,7 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         ins = _prepare_inputs(ins, create_graph)
         if v is not None:
             _, vs = _as_tuple(v, "v", "jvp")
-            _validate_v(vs, ins, False)
+            _validate_v(vs, ins, is_in_tuple)
         else:
             if len(ins) != 1 or ins[0].numel() != 1:
                 raise RuntimeError(
@@ -225,9 +222,10 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
         return jacobian(ensure_single_output, xs, create_graph=True)
 
     res = jacobian(jac_func, ins, create_graph=create_graph, strict=strict)
+    # res[i][j]: d^2 f / d input_i d input_j (jac_func returns one entry per input).
     if is_in_tuple:
         return res
-    return res[0] if isinstance(res, tuple) and len(res) == 1 else res
+    return res[0][0]
 
 
 def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
@@ -237,7 +235,7 @@ def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         ins = _prepare_inputs(ins, create_graph)
         if v is not None:
             _, vs = _as_tuple(v, "v", "vhp")
-            _validate_v(vs, ins, False)
+            _validate_v(vs, ins, is_in_tuple)
         else:
             if len(ins) != 1 or ins[0].numel() != 1:
                 raise RuntimeError(

@@ -436,9 +436,29 @@ def fast_same(a, b):
 def fast_binary(ufunc, a, b):
     """``ufunc`` on two ``fast_same`` tensors (the lean path of add/sub/mul/div)."""
     x, y = a._np, b._np
-    if a.dtype.category >= 2:
+    if a.dtype.category < 2:  # integer and bool loops raise no floating-point warnings
+        r = ufunc(x, y)
+    elif _ERRSTATE is not None:
+        token = _ERRSTATE.set(_QUIET)
+        try:
+            r = ufunc(x, y)
+        finally:
+            _ERRSTATE.reset(token)
+    else:
         with np.errstate(all="ignore"):
             r = ufunc(x, y)
-    else:
-        r = ufunc(x, y)
     return r if a._shape else np.asarray(r)
+
+
+# torch never warns about floating-point overflow or invalid results; numpy does unless
+# its error state says "ignore". ``np.errstate`` costs about a microsecond per call,
+# more than a one-element add itself, so the fast path sets numpy's error-state context
+# variable directly (what ``np.errstate.__enter__`` does), falling back to
+# ``np.errstate`` on a numpy without it.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE
+
+    with np.errstate(all="ignore"):
+        _QUIET = _ERRSTATE.get()
+except ImportError:  # pragma: no cover - other numpy layouts
+    _ERRSTATE = _QUIET = None

@@ -282,10 +282,12 @@ def _xlogy(x, y):
 
 
 def _xlogy_self(a, b, y):
-    return xlogy(a != 0, b) if isinstance(b, Tensor) or isinstance(a, Tensor) else 0
+    """d xlogy / d a = log(b), 0 where a == 0 (in a's dtype, not the default float)."""
+    nonzero = a != 0
+    return xlogy(nonzero.to(a.dtype) if isinstance(a, Tensor) else nonzero, b)
 
 
-_xlogy_bw, _xlogy_jvp = _grads(lambda a, b, y: xlogy(a != 0, b), lambda a, b, y: a / b)
+_xlogy_bw, _xlogy_jvp = _grads(_xlogy_self, lambda a, b, y: a / b)
 _xlogy_impl = Binary(_xlogy, result="float", allow=REAL, kernel="xlogy_cpu")
 
 

@@ -39,7 +39,8 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
-           check=None, grad=None, saves=("inputs",), with_inplace: bool = True):
+           check=None, grad=None, saves=("inputs",), with_inplace: bool = True,
+           node: str | None = None):
     """Declare ``name`` (and ``name_``) from a numpy function and a derivative.
 
     ``grad(x, out)`` is d out / d x written in refimpl ops; backward is
@@ -64,7 +65,8 @@ def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
 
         def jvp(ctx, t):
             return fit(t * grad(ctx.args[0], ctx.outputs[0]), ctx.outputs[0])
-    op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, saves=saves)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, saves=saves,
+               node=node)
     return op, (inplace(op) if with_inplace else None)
 
 
@@ -121,10 +123,12 @@ sigmoid, sigmoid_ = _unary("sigmoid", _sigmoid, grad=lambda x, y: y * (1 - y),
                            saves=("outputs",))
 deg2rad, deg2rad_ = _unary(
     "deg2rad", lambda x: x * np.asarray(math.pi / 180, x.dtype), grad=lambda x, y: math.pi / 180,
-    check=lambda x: _no_complex(x, "deg2rad is not supported for complex tensors."), saves=())
+    check=lambda x: _no_complex(x, "deg2rad is not supported for complex tensors."), saves=(),
+    node="Deg2RadBackward0")
 rad2deg, rad2deg_ = _unary(
     "rad2deg", lambda x: x * np.asarray(180 / math.pi, x.dtype), grad=lambda x, y: 180 / math.pi,
-    check=lambda x: _no_complex(x, "rad2deg is not supported for complex tensors."), saves=())
+    check=lambda x: _no_complex(x, "rad2deg is not supported for complex tensors."), saves=(),
+    node="Rad2DegBackward0")
 
 
 def _no_complex(x, message: str, exc=RuntimeError) -> None:

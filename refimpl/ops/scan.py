@@ -71,18 +71,18 @@ cumsum = defop("cumsum", meta=_scan_meta, cpu=_scan_cpu("cumsum", np.cumsum),
                backward=_cumsum_backward, jvp=_cumsum_jvp, extra={"save_needs": {}})
 
 
-def _cumprod_matrix(x: Tensor, d: int) -> Tensor:
-    """``C[..., k, j] = prod(x[i] for i <= j if i != k)`` for ``j >= k``, else 0, with
-    ``dim`` moved last: the Jacobian of cumprod, free of divisions (zeros allowed)."""
-    import refimpl
-
-    xm = x.movedim(d, -1)
-    n = xm.shape[-1]
-    ar = refimpl.arange(n, device=x.device)
-    rows = xm.unsqueeze(-2).expand(*xm.shape[:-1], n, n)
-    eye = ar.unsqueeze(1) == ar.unsqueeze(0)
-    upper = ar.unsqueeze(0) >= ar.unsqueeze(1)
-    return rows.masked_fill(eye, 1).cumprod(-1) * upper
+def _zero_split(x: Tensor, d: int) -> tuple:
+    """Pieces of cumprod's derivative around each slice's first zero along ``d``:
+    (before the first zero, the first zero, from it on, prod of x before it (``q``),
+    prod of x after it up to each position (``p``), x with 1 from the first zero on)."""
+    zeros = (x == 0).cumsum(d)
+    before = zeros == 0
+    first = (x == 0).logical_and(zeros == 1)
+    from_first = before.logical_not()
+    x_before = x.masked_fill(from_first, 1)
+    q = x_before.cumprod(d)
+    p = x.masked_fill(before.logical_or(first), 1).cumprod(d)
+    return before, first, from_first, q, p, x_before
 
 
 def _cumprod_prep(ctx):
@@ -96,26 +96,36 @@ def _has_zero(x: Tensor) -> bool:
 
 
 def _cumprod_backward(ctx, grad):
+    # out[j] = prod(x[:j+1]); d out[j] / d x[k] = out[j] / x[k] before the first zero z,
+    # prod(x[:z]) * prod(x[z+1:j+1]) at z, and 0 after z (the zero is in the product)
     x, xc, d = _cumprod_prep(ctx)
+    out = ctx.outputs[0]
     if x.numel() <= 1 or not x.dim():
         return (_as_input_dtype(grad, x),)
     if not _has_zero(xc):
-        g = _reversed_cumsum(grad * ctx.outputs[0].conj(), d) / xc.conj()
+        g = _reversed_cumsum(grad * out.conj(), d) / xc.conj()
     else:
-        c = _cumprod_matrix(xc, d)
-        g = (c.conj() * grad.movedim(d, -1).unsqueeze(-2)).sum(-1).movedim(-1, d)
+        _, first, from_first, q, p, x_before = _zero_split(xc, d)
+        g_before = (_reversed_cumsum(grad * out.conj(), d) / x_before.conj()).masked_fill(
+            from_first, 0)
+        g_first = (q.conj() * _reversed_cumsum(grad * p.conj() * from_first, d)).masked_fill(
+            first.logical_not(), 0)
+        g = g_before + g_first
     return (_as_input_dtype(g, x),)
 
 
 def _cumprod_jvp(ctx, tangent, *_):
     x, xc, d = _cumprod_prep(ctx)
+    out = ctx.outputs[0]
     tangent = tangent.to(xc.dtype) if tangent.dtype != xc.dtype else tangent
     if x.numel() <= 1 or not x.dim():
         return tangent
     if not _has_zero(xc):
-        return ctx.outputs[0] * (tangent / xc).cumsum(d)
-    c = _cumprod_matrix(xc, d)
-    return (c * tangent.movedim(d, -1).unsqueeze(-1)).sum(-2).movedim(-1, d)
+        return out * (tangent / xc).cumsum(d)
+    before, first, from_first, q, p, x_before = _zero_split(xc, d)
+    t_before = out * (tangent / x_before).masked_fill(from_first, 0).cumsum(d)
+    at_zero = (tangent * q).masked_fill(first.logical_not(), 0).sum(d, keepdim=True)
+    return t_before.masked_fill(from_first, 0) + (at_zero * p).masked_fill(before, 0)
 
 
 cumprod = defop("cumprod", meta=_scan_meta, cpu=_scan_cpu("cumprod", np.cumprod),

@@ -1,0 +1,259 @@
+"""refimpl's autograd engine against torch on the CPU, in one run (issue 4's benchmark).
+
+Three measurements, each on refimpl and on torch with the same numpy data:
+
+* ``mlp_fwd_bwd``: a 3-layer MLP (batch 64, width 512, float32, relu between layers)
+  forward, ``.sum()``, backward into the six parameters (goal: at most 1.5x torch);
+* ``chain_1000``: 1,000 scalar ops (``y * 1.0001`` and ``y + 0.5``, alternating) on a
+  0-dim tensor, then backward (goal: at most 5x torch) -- this is the per-op cost of
+  recording a node plus running it;
+* ``free_150k``: dropping the last reference to a 150,000-node graph (a chain of
+  ``y * 1.0`` from a leaf), checked with a weak reference to the node next to the leaf
+  (goal: under 1 s, absolute; torch's time is shown for scale). Freeing must not
+  recurse: CPython's deallocation of nested objects is iterative ("trashcan"), and no
+  node keeps a reference cycle.
+
+torch runs with as many threads as numpy's OpenBLAS pool for the MLP (its time is in
+matmul) and with 1 thread for the scalar chain. Samples alternate refimpl and torch so
+that drift on a shared machine hits both; the median sample is reported and the goals
+are judged on the ratio of medians (the ratio of the fastest samples is stored too).
+When a goal is missed the refimpl side is profiled and the top functions are stored.
+
+    python bench/bench_autograd.py          # writes bench/results/autograd_cpu.json
+    python bench/bench_autograd.py --repeat 21 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import ctypes
+import gc
+import glob
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import refimpl as t
+
+RESULTS = Path(__file__).resolve().parent / "results" / "autograd_cpu.json"
+BATCH, WIDTH, LAYERS = 64, 512, 3
+CHAIN = 1000
+FREE_NODES = 150_000
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def numpy_blas_threads() -> int:
+    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in glob.glob(os.path.join(libdir, "*openblas*")):
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "openblas_get_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_int
+                return int(fn())
+    return os.cpu_count() or 1
+
+
+def interleaved(fns: dict, repeat: int, warmup: int) -> dict:
+    """Median/min ns per call of each function, sampling them in turn."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict = {k: [] for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter_ns()
+            fn()
+            samples[name].append(time.perf_counter_ns() - start)
+    return {k: {"median_ns": statistics.median(v), "min_ns": min(v),
+                "stdev_ns": statistics.pstdev(v), "samples": len(v)}
+            for k, v in samples.items()}
+
+
+def profile(fn, calls: int, top: int = 15) -> list:
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    rows = []
+    for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
+        rows.append({"function": f"{Path(file).name}:{line}({func})",
+                     "calls_per_run": ncalls / calls, "own_ms_per_run": tottime / calls * 1e3,
+                     "cum_ms_per_run": cumtime / calls * 1e3})
+    rows.sort(key=lambda r: -r["own_ms_per_run"])
+    return rows[:top]
+
+
+# -- the workloads ------------------------------------------------------------------------
+
+def mlp_case(lib, data: dict):
+    """Parameters as leaves of ``lib``; returns (run, grads) where run() does one step."""
+    params = []
+    for i in range(LAYERS):
+        w = lib.from_numpy(data[f"w{i}"].copy()).requires_grad_(True)
+        b = lib.from_numpy(data[f"b{i}"].copy()).requires_grad_(True)
+        params += [w, b]
+    x = lib.from_numpy(data["x"].copy())
+
+    def run():
+        for p in params:
+            p.grad = None
+        h = x
+        for i in range(LAYERS):
+            h = h @ params[2 * i] + params[2 * i + 1]
+            if i < LAYERS - 1:
+                h = h.relu()
+        h.sum().backward()
+
+    def grads():
+        return [p.grad for p in params]
+
+    return run, grads
+
+
+def chain_case(lib):
+    x = lib.tensor(0.25, requires_grad=True)
+
+    def run():
+        x.grad = None
+        y = x
+        for i in range(CHAIN):
+            y = y * 1.0001 if i % 2 == 0 else y + 0.5
+        y.backward()
+
+    return run, lambda: [x.grad]
+
+
+def free_graph(lib, nodes: int) -> dict:
+    """Build a ``nodes``-long chain, then time dropping it; the graph must be gone."""
+    x = lib.ones(1, requires_grad=True)
+    start = time.perf_counter()
+    y = x
+    for _ in range(nodes):
+        y = y * 1.0
+    built = time.perf_counter() - start
+    first = y.grad_fn
+    for _ in range(nodes - 1):
+        first = first.next_functions[0][0]
+    try:
+        probe = weakref.ref(first)
+    except TypeError:  # torch's nodes take no weak references
+        probe = None
+    del first
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        del y
+        freed = time.perf_counter() - start
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {"build_s": round(built, 3), "free_s": round(freed, 4),
+            "freed_without_gc": None if probe is None else probe() is None}
+
+
+def check_same(name: str, ours: list, theirs: list) -> None:
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(np.asarray(a.tolist(), np.float64),
+                                   np.asarray(b.tolist(), np.float64),
+                                   rtol=2e-3, atol=2e-3, err_msg=name)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=15, help="samples per side")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--profile", action="store_true",
+                    help="profile refimpl even when every goal is met")
+    ap.add_argument("--free-nodes", type=int, default=FREE_NODES)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    import torch
+
+    blas = numpy_blas_threads()
+    default_threads = torch.get_num_threads()
+    rng = np.random.default_rng(0)
+    data = {"x": rng.standard_normal((BATCH, WIDTH), dtype=np.float32)}
+    for i in range(LAYERS):
+        data[f"w{i}"] = (rng.standard_normal((WIDTH, WIDTH), dtype=np.float32)
+                         / np.sqrt(WIDTH)).astype(np.float32)
+        data[f"b{i}"] = rng.standard_normal(WIDTH, dtype=np.float32) * 0.1
+
+    results = []
+    cases = [
+        ("mlp_fwd_bwd", 1.5, blas, mlp_case(t, data), mlp_case(torch, data)),
+        ("chain_1000", 5.0, 1, chain_case(t), chain_case(torch)),
+    ]
+    for name, goal, threads, (ours, our_grads), (theirs, their_grads) in cases:
+        torch.set_num_threads(threads)
+        ours()
+        theirs()
+        check_same(name, our_grads(), their_grads())
+        m = interleaved({"refimpl": ours, "torch": theirs}, args.repeat, args.warmup)
+        ratio = m["refimpl"]["median_ns"] / m["torch"]["median_ns"]
+        ratio_min = m["refimpl"]["min_ns"] / m["torch"]["min_ns"]
+        row = {"name": name, "goal_ratio": goal, "ratio": round(ratio, 3),
+               "ratio_of_minimums": round(ratio_min, 3), "meets_goal": ratio <= goal,
+               "torch_threads": threads, "refimpl": m["refimpl"], "torch": m["torch"]}
+        if args.profile or ratio > goal:
+            row["refimpl_profile"] = profile(ours, 3)
+        results.append(row)
+        print(f"{name:12s} refimpl {m['refimpl']['median_ns'] / 1e6:9.3f} ms   torch "
+              f"{m['torch']['median_ns'] / 1e6:9.3f} ms   ratio {ratio:6.2f} (of minimums "
+              f"{ratio_min:4.2f})  goal <= {goal}, torch threads {threads}")
+
+    torch.set_num_threads(1)
+    ours_free = free_graph(t, args.free_nodes)
+    theirs_free = free_graph(torch, args.free_nodes)
+    ok = ours_free["free_s"] < 1.0 and ours_free["freed_without_gc"]
+    results.append({"name": "free_150k", "nodes": args.free_nodes, "goal_s": 1.0,
+                    "meets_goal": ok, "refimpl": ours_free, "torch": theirs_free})
+    print(f"{'free_150k':12s} refimpl {ours_free['free_s']:9.4f} s    torch "
+          f"{theirs_free['free_s']:9.4f} s    (refimpl build {ours_free['build_s']} s, "
+          f"freed without gc: {ours_free['freed_without_gc']})  goal < 1 s")
+    torch.set_num_threads(default_threads)
+
+    report = {
+        "benchmark": "bench/bench_autograd.py",
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                    "platform": platform.platform()},
+        "versions": {"python": platform.python_version(), "numpy": np.__version__,
+                     "torch": torch.__version__, "refimpl": t.__version__},
+        "threads": {"numpy_blas": blas, "torch_default": default_threads},
+        "method": {"timer": "time.perf_counter_ns", "statistic": "median of samples",
+                   "repeat": args.repeat, "interleaved": True},
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
