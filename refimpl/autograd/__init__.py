@@ -14,8 +14,14 @@ from refimpl.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly
 from refimpl.autograd.engine import _ExecutionEngine, backward, grad
 from refimpl.autograd.function import Function, InplaceFunction, once_differentiable
 from refimpl.autograd.grad_mode import (
-    _force_original_view_tracking, enable_grad, inference_mode, is_grad_enabled,
-    is_multithreading_enabled, is_view_replay_enabled, no_grad, set_grad_enabled,
+    _force_original_view_tracking,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_multithreading_enabled,
+    is_view_replay_enabled,
+    no_grad,
+    set_grad_enabled,
     set_multithreading_enabled,
 )
 from refimpl.autograd.gradcheck import gradcheck, gradgradcheck
@@ -44,7 +50,7 @@ class Variable(metaclass=_VariableMeta):
         return data
 
 
-class _unsafe_preserve_version_counter:  # noqa: N801
+class _unsafe_preserve_version_counter:
     """Within the block, in-place ops do not change the tensors' versions."""
 
     def __init__(self, tensors) -> None:
@@ -82,9 +88,25 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Function", "InplaceFunction", "SavedTensor", "Variable", "backward", "detect_anomaly",
-    "enable_grad", "grad", "gradcheck", "gradgradcheck", "graph", "inference_mode", "is_grad_enabled",
-    "is_multithreading_enabled", "is_view_replay_enabled", "no_grad", "once_differentiable",
-    "set_detect_anomaly", "set_grad_enabled", "set_multithreading_enabled",
+    "Function",
+    "InplaceFunction",
+    "SavedTensor",
+    "Variable",
     "_force_original_view_tracking",
+    "backward",
+    "detect_anomaly",
+    "enable_grad",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
+    "graph",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_multithreading_enabled",
+    "is_view_replay_enabled",
+    "no_grad",
+    "once_differentiable",
+    "set_detect_anomaly",
+    "set_grad_enabled",
+    "set_multithreading_enabled",
 ]

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from refimpl._state import STATE
 from refimpl.autograd.graph import (  # noqa: F401 - AccumulateGrad re-exported as in torch
-    AccumulateGrad, ErrorNode, GraphNode, gradient_edge, node_class,
+    AccumulateGrad,
+    ErrorNode,
+    GraphNode,
+    gradient_edge,
+    node_class,
 )
 
 

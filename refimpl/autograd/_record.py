@@ -49,7 +49,7 @@ class _WeakArg:
     sees zeros of the same metadata (a correct ``save_needs`` guarantees that only
     gradients nobody asked for read them)."""
 
-    __slots__ = ("ref", "meta")
+    __slots__ = ("meta", "ref")
 
     def __init__(self, tensor) -> None:
         self.ref = weakref.ref(tensor)
@@ -67,7 +67,7 @@ class OpContext:
     """What an op's backward formula reads: ``args``, ``kwargs``, ``outputs``,
     ``needs_input_grad`` (see OPS_GUIDE.md)."""
 
-    __slots__ = ("args", "kwargs", "outputs", "needs_input_grad")
+    __slots__ = ("args", "kwargs", "needs_input_grad", "outputs")
 
     def __init__(self, args, kwargs, outputs, needs_input_grad) -> None:
         self.args = args
@@ -79,8 +79,16 @@ class OpContext:
 class OpNode(GraphNode):
     """The backward node of one call of a registered op."""
 
-    __slots__ = ("_op", "_args", "_kwargs", "_outs", "_needs", "_layout", "_saved_at",
-                 "_released")
+    __slots__ = (
+        "_args",
+        "_kwargs",
+        "_layout",
+        "_needs",
+        "_op",
+        "_outs",
+        "_released",
+        "_saved_at",
+    )
 
     def _apply(self, grads: list) -> list:
         n_edges = len(self._next)
@@ -126,6 +134,9 @@ class OpNode(GraphNode):
         outs = self._outs
         if outs is None:
             return None
+        if len(outs) == 1:
+            o = outs[0]
+            return (o.unpack(self) if isinstance(o, (SavedVariable, _WeakArg)) else o,)
         return tuple(o.unpack(self) if isinstance(o, (SavedVariable, _WeakArg)) else o
                      for o in outs)
 
@@ -162,7 +173,7 @@ class OpNode(GraphNode):
 
     def __getattr__(self, name: str):
         # grad_fn._saved_<arg> / _raw_saved_<arg>: introspection of what was saved
-        if name.startswith("_saved_") or name.startswith("_raw_saved_"):
+        if name.startswith(("_saved_", "_raw_saved_")):
             raw = name.startswith("_raw_saved_")
             key = name[len("_raw_saved_" if raw else "_saved_"):]
             sv = self._saved_by_name(key)

@@ -40,9 +40,19 @@ _SCALAR_TYPE_NAMES = {
 class TensorAutogradMixin:
     """Autograd state and methods of a tensor."""
 
-    __slots__ = ("_rg", "_grad", "_gfn", "_output_nr", "_bw_hooks",
-                 "_retains_grad", "_post_acc_hooks", "_fw_grads", "_is_inference",
-                 "_view_meta", "_grad_acc")
+    __slots__ = (
+        "_bw_hooks",
+        "_fw_grads",
+        "_gfn",
+        "_grad",
+        "_grad_acc",
+        "_is_inference",
+        "_output_nr",
+        "_post_acc_hooks",
+        "_retains_grad",
+        "_rg",
+        "_view_meta",
+    )
 
     def _init_autograd(self) -> None:
         self._rg = False
@@ -80,7 +90,7 @@ class TensorAutogradMixin:
     @requires_grad.setter
     def requires_grad(self, value) -> None:
         if not isinstance(value, bool):
-            raise RuntimeError("requires_grad must be a bool")
+            raise RuntimeError("requires_grad must be a bool")  # noqa: TRY004 (torch's type)
         if value and self.grad_fn is None and self.dtype.category < 2:
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients"

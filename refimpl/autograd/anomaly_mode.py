@@ -20,8 +20,12 @@ import warnings
 
 from refimpl.autograd import _flags
 
-__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "is_anomaly_check_nan_enabled"]
+__all__ = [
+    "detect_anomaly",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
+    "set_detect_anomaly",
+]
 
 _TRACE_KEY = "traceback_"
 _PARENT_KEY = "parent_"
@@ -51,7 +55,7 @@ def is_anomaly_check_nan_enabled() -> bool:
     return _flags.anomaly_check_nan
 
 
-class detect_anomaly:  # noqa: N801
+class detect_anomaly:
     """Context manager (and decorator) that enables anomaly detection in the block."""
 
     def __init__(self, check_nan: bool = True) -> None:
@@ -78,7 +82,7 @@ class detect_anomaly:  # noqa: N801
         return wrapper
 
 
-class set_detect_anomaly:  # noqa: N801
+class set_detect_anomaly:
     """Set anomaly detection on or off now; restored on exit when used as a context."""
 
     def __init__(self, mode: bool, check_nan: bool = True) -> None:

@@ -27,8 +27,12 @@ from refimpl.autograd.function import Function
 from refimpl.autograd.graph_hooks import saved_tensors_hooks
 from refimpl.autograd.saved import SavedVariable
 
-__all__ = ["checkpoint", "checkpoint_sequential", "set_checkpoint_early_stop",
-           "CheckpointError"]
+__all__ = [
+    "CheckpointError",
+    "checkpoint",
+    "checkpoint_sequential",
+    "set_checkpoint_early_stop",
+]
 
 
 class CheckpointError(RuntimeError):

@@ -33,7 +33,10 @@ import warnings
 from refimpl._state import STATE
 from refimpl.autograd import _flags
 from refimpl.autograd.graph import (
-    AccumulateGrad, GradientEdge, GraphNode, gradient_edge,
+    AccumulateGrad,
+    GradientEdge,
+    GraphNode,
+    gradient_edge,
 )
 
 _TASK_IDS = itertools.count()
@@ -288,7 +291,8 @@ def validate_outputs(node: GraphNode, outputs) -> list:
             continue
         shape, dtype, device = e[0]._in_meta[e[1]]
         if dtype is None or (g._shape == shape and g.dtype is dtype
-                             and g._storage.device == device):
+                             and (g._storage.device is device
+                                  or g._storage.device == device)):
             continue
         if g._shape != shape:
             if not _expandable(shape, g._shape):
@@ -457,7 +461,7 @@ def _execute_in_new_thread(task: GraphTask, root: GraphNode) -> None:
         _LOCAL.depth = 1
         try:
             _execute(task, root)
-        except BaseException as e:  # re-raised in the calling thread
+        except BaseException as e:  # noqa: BLE001 (re-raised in the calling thread)
             error.append(e)
 
     worker = threading.Thread(target=work, name="refimpl-autograd-reentrant")
@@ -630,8 +634,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def _batched_grad(outputs, grads, retain_graph, create_graph, inputs, allow_unused):
     """``is_grads_batched``: one vector-Jacobian product per leading index, stacked."""
-    from refimpl._tensor import Tensor
     import refimpl
+    from refimpl._tensor import Tensor
 
     batch = next(g._shape[0] for g in grads if isinstance(g, Tensor))
     per_input: list = [[] for _ in inputs]
@@ -690,7 +694,8 @@ def will_engine_execute_node(node) -> bool:
     from refimpl._tensor import Tensor
 
     if isinstance(node, Tensor):
-        raise RuntimeError("_will_engine_execute_node expects an grad_fn, but got Tensor")
+        raise RuntimeError(  # noqa: TRY004 (torch raises RuntimeError)
+            "_will_engine_execute_node expects an grad_fn, but got Tensor")
     task = current_graph_task()
     if task is None:
         raise RuntimeError(

@@ -232,7 +232,7 @@ class Function(metaclass=FunctionMeta):
     def apply(cls, *args, **kwargs):
         """Run ``forward`` and record the call in the graph."""
         if not isinstance(inspect.getattr_static(cls, "forward"), (staticmethod, classmethod)):
-            raise RuntimeError(
+            raise RuntimeError(  # noqa: TRY004 (torch raises RuntimeError)
                 "Legacy autograd function with non-static forward method is deprecated. Please "
                 "use new-style autograd function with static forward method. (Example: "
                 "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from refimpl.autograd.engine import grad as _grad
 from refimpl.autograd.grad_mode import enable_grad
 
-__all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
+__all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
 
 def _is_tensor(x) -> bool:
@@ -206,7 +206,7 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
 
     def ensure_single_output(*xs):
         out = func(*xs)
-        is_tuple, outs = _as_tuple(out, "outputs of the user-provided function", "hessian")
+        is_tuple, _ = _as_tuple(out, "outputs of the user-provided function", "hessian")
         if is_tuple or not _is_tensor(out):
             raise RuntimeError(
                 "The function given to hessian should return a single Tensor"

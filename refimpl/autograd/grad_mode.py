@@ -34,9 +34,9 @@ def _wrap_generator(make_ctx, gen_fn):
                     with make_ctx():
                         gen.close()
                     raise
-                except BaseException:
+                except BaseException as exc:  # noqa: BLE001 (thrown into the generator)
                     with make_ctx():
-                        response = gen.throw(*sys.exc_info())
+                        response = gen.throw(exc)
                 else:
                     with make_ctx():
                         response = gen.send(request)
@@ -90,7 +90,7 @@ class _NoParamDecoratorContextManager(_DecoratorContextManager):
         return cls()(orig_func)
 
 
-class no_grad(_NoParamDecoratorContextManager):  # noqa: N801
+class no_grad(_NoParamDecoratorContextManager):
     """Disable gradient recording inside the block."""
 
     def __init__(self) -> None:
@@ -104,7 +104,7 @@ class no_grad(_NoParamDecoratorContextManager):  # noqa: N801
         STATE.grad_enabled = self.prev
 
 
-class enable_grad(_NoParamDecoratorContextManager):  # noqa: N801
+class enable_grad(_NoParamDecoratorContextManager):
     """Enable gradient recording inside the block."""
 
     def __enter__(self) -> None:
@@ -115,7 +115,7 @@ class enable_grad(_NoParamDecoratorContextManager):  # noqa: N801
         STATE.grad_enabled = self.prev
 
 
-class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
+class set_grad_enabled(_DecoratorContextManager):
     """Set grad mode now; restores the previous mode when used as a context manager."""
 
     def __init__(self, mode: bool) -> None:
@@ -141,7 +141,7 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
         return f"torch.autograd.grad_mode.set_grad_enabled(mode={self.mode})"
 
 
-class inference_mode(_DecoratorContextManager):  # noqa: N801
+class inference_mode(_DecoratorContextManager):
     """Inference mode: no grad recording and tensors marked as inference tensors."""
 
     def __new__(cls, mode=True):
@@ -166,7 +166,7 @@ class inference_mode(_DecoratorContextManager):  # noqa: N801
         return self.__class__(self.mode)
 
 
-class set_multithreading_enabled(_DecoratorContextManager):  # noqa: N801
+class set_multithreading_enabled(_DecoratorContextManager):
     """Enable or disable multithreaded backward (a flag only: refimpl runs backward on
     the calling thread)."""
 
@@ -186,7 +186,7 @@ class set_multithreading_enabled(_DecoratorContextManager):  # noqa: N801
         return self.__class__(self.mode)
 
 
-class _force_original_view_tracking(_DecoratorContextManager):  # noqa: N801
+class _force_original_view_tracking(_DecoratorContextManager):
     """Whether regenerated view grad_fns replay the original view op (a flag only)."""
 
     def __init__(self, mode: bool) -> None:

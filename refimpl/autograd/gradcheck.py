@@ -18,8 +18,13 @@ import warnings
 
 import numpy as np
 
-__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "get_numerical_jacobian",
-           "get_analytical_jacobian"]
+__all__ = [
+    "GradcheckError",
+    "get_analytical_jacobian",
+    "get_numerical_jacobian",
+    "gradcheck",
+    "gradgradcheck",
+]
 
 
 class GradcheckError(RuntimeError):
@@ -217,8 +222,8 @@ def _analytical_jacobian(inputs, output, nondet_tol, check_grad_dtypes):
 
 
 def _format(arr: np.ndarray) -> str:
-    from refimpl.ops.factories import tensor
     import refimpl
+    from refimpl.ops.factories import tensor
 
     return repr(tensor(np.asarray(arr).real if np.iscomplexobj(arr) else arr,
                        dtype=refimpl.float64))

@@ -23,7 +23,8 @@ import itertools
 import re
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from refimpl.autograd import _flags
 
@@ -32,9 +33,17 @@ _SEQUENCE = itertools.count()
 _MAX_SEQUENCE = 1 << 63
 
 __all__ = [
-    "Node", "AccumulateGrad", "GradientEdge", "get_gradient_edge", "increment_version",
-    "RemovableHandle", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
-    "register_multi_grad_hook", "allow_mutation_on_saved_tensors",
+    "AccumulateGrad",
+    "GradientEdge",
+    "Node",
+    "RemovableHandle",
+    "allow_mutation_on_saved_tensors",
+    "disable_saved_tensors_hooks",
+    "get_gradient_edge",
+    "increment_version",
+    "register_multi_grad_hook",
+    "save_on_cpu",
+    "saved_tensors_hooks",
 ]
 
 
@@ -64,7 +73,7 @@ class RemovableHandle:
             if d is not None:
                 d.pop(self.id, None)
 
-    def __enter__(self) -> RemovableHandle:
+    def __enter__(self) -> RemovableHandle:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc) -> None:
@@ -90,8 +99,18 @@ class GraphNode:
 
     # _next: tuple of edges, one per gradient this node returns: (node, input_nr) | None
     # _in_meta: per incoming gradient, (shape, dtype, device) of the forward output
-    __slots__ = ("_next", "_in_meta", "_seq", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
-                 "_retains_grad_hooks", "_metadata", "_anomaly", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "_anomaly",
+        "_in_meta",
+        "_metadata",
+        "_next",
+        "_post_hooks",
+        "_pre_hooks",
+        "_retains_grad_hooks",
+        "_seq",
+        "_tensor_pre_hooks",
+    )
 
     _name = "Node"
 
@@ -216,7 +235,7 @@ class GraphRoot(GraphNode):
 class AccumulateGrad(GraphNode):
     """The node at the end of a leaf's history: accumulates into ``variable.grad``."""
 
-    __slots__ = ("variable", "_lock")
+    __slots__ = ("_lock", "variable")
     _name = "torch::autograd::AccumulateGrad"
 
     def __init__(self, variable) -> None:
@@ -378,7 +397,10 @@ def _unsafe_set_version_counter(tensors, versions) -> None:
 
 
 # The names below live in their own modules; torch exposes them as torch.autograd.graph.*.
-from refimpl.autograd.graph_hooks import (  # noqa: E402
-    allow_mutation_on_saved_tensors, disable_saved_tensors_hooks, register_multi_grad_hook,
-    save_on_cpu, saved_tensors_hooks,
+from refimpl.autograd.graph_hooks import (
+    allow_mutation_on_saved_tensors,
+    disable_saved_tensors_hooks,
+    register_multi_grad_hook,
+    save_on_cpu,
+    saved_tensors_hooks,
 )

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import threading
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 from weakref import WeakKeyDictionary, WeakValueDictionary
 
 
@@ -52,7 +52,7 @@ def saved_tensors_hooks_is_enabled() -> bool:
     return HOOKS.disabled_message is None
 
 
-class saved_tensors_hooks:  # noqa: N801
+class saved_tensors_hooks:
     """Context manager: store saved tensors as ``pack_hook(t)``, restore with
     ``unpack_hook(packed)``. Only the innermost pair applies."""
 
@@ -67,7 +67,7 @@ class saved_tensors_hooks:  # noqa: N801
         pop_hooks()
 
 
-class save_on_cpu(saved_tensors_hooks):  # noqa: N801
+class save_on_cpu(saved_tensors_hooks):
     """Saved tensors are moved to the CPU when saved and back to their device when used."""
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
@@ -257,9 +257,9 @@ class _CloneBeforeMutateMode:
         from refimpl._tensor import Tensor
 
         kwargs = kwargs or {}
-        if op.kind == "inplace" or op.extra.get("writes_input0"):
-            if args and isinstance(args[0], Tensor):
-                self._maybe_clone(args[0])
+        writes = op.kind == "inplace" or op.extra.get("writes_input0")
+        if writes and args and isinstance(args[0], Tensor):
+            self._maybe_clone(args[0])
         out = kwargs.get("out")
         if isinstance(out, Tensor):
             self._maybe_clone(out)

@@ -35,8 +35,20 @@ class SavedTensor:
 class SavedVariable(SavedTensor):
     """One tensor saved for backward: the tensor (or its packed form) and its version."""
 
-    __slots__ = ("_data", "_version", "_counter", "_output_nr", "_is_output", "_packed",
-                 "_unpack", "_freed", "_requires_grad", "_was_leaf", "_meta", "_node_fn")
+    __slots__ = (
+        "_counter",
+        "_data",
+        "_freed",
+        "_is_output",
+        "_meta",
+        "_node_fn",
+        "_output_nr",
+        "_packed",
+        "_requires_grad",
+        "_unpack",
+        "_version",
+        "_was_leaf",
+    )
 
     def __init__(self, tensor, is_output: bool = False, output_nr: int = 0,
                  hooks=None) -> None:

@@ -32,7 +32,7 @@ DEFAULT, IN_CUSTOM_FUNCTION, MULTI_OUTPUT_NODE, NO_GRAD_MODE, INFERENCE_MODE = r
 class ViewMeta:
     """How a view was created and which storage version its grad_fn reflects."""
 
-    __slots__ = ("creation", "attr_version", "replay")
+    __slots__ = ("attr_version", "creation", "replay")
 
     def __init__(self, creation: int, attr_version: int) -> None:
         self.creation = creation
@@ -173,7 +173,7 @@ def rebase_history(tensor, node, output_nr: int = 0) -> None:
         # regenerate the view's grad_fn from the new base history (even if something
         # already read it since the storage changed)
         tensor._view_meta.attr_version = -1
-        tensor.grad_fn
+        _ = tensor.grad_fn
         return
     old = tensor._gfn
     tensor._gfn = node
@@ -243,7 +243,7 @@ def scatter(g, src_geom, dst_geom, name: str = "AsStridedBackward0"):
 class _LinearMapNode(GraphNode):
     """Backward of gather/scatter: the other map (both are linear)."""
 
-    __slots__ = ("_src", "_dst", "_forward", "_nm")
+    __slots__ = ("_dst", "_forward", "_nm", "_src")
 
     def __init__(self, src, dst, forward: bool, name: str, edges, in_meta) -> None:
         self._init_node(edges, in_meta)
@@ -295,7 +295,7 @@ class CopySlicesNode(GraphNode):
     result for ``self`` is copied back into that region (these are recorded ops, so
     double backward works); the op's other gradients flow to its other inputs."""
 
-    __slots__ = ("_fn", "_base_geom", "_view_geom")
+    __slots__ = ("_base_geom", "_fn", "_view_geom")
 
     def _apply(self, grads: list) -> list:
         from refimpl.autograd.engine import call_node
@@ -357,7 +357,7 @@ def _buffer_like(g, base_geom, view_geom):
 _COPY_SLICES_CLASS = _named("CopySlices", CopySlicesNode)
 
 
-def CopySlices(base, view, fn) -> CopySlicesNode:  # noqa: N802 - torch's node name
+def CopySlices(base, view, fn) -> CopySlicesNode:
     """The CopySlices node for in-place op node ``fn`` applied to ``view`` of ``base``."""
     node = _COPY_SLICES_CLASS.__new__(_COPY_SLICES_CLASS)
     edges = (gradient_edge(base),) + tuple(fn._next[1:])

@@ -160,7 +160,42 @@ def resize_as_(self: Tensor, the_template: Tensor, memory_format=None) -> Tensor
     return resize_(self, the_template.shape)
 
 
+def set_(self: Tensor, source=None, storage_offset: int = 0, size=None,
+         stride=None) -> Tensor:
+    """Make self a view of ``source`` (a tensor or a storage), or empty with no argument.
+
+    The tensor keeps its identity and dtype; its data, shape and strides change, its
+    version is bumped, and a leaf gets a fresh gradient accumulator (the graph edges
+    recorded before still reach the old one).
+    """
+    from refimpl._storage import UntypedStorage
+    from refimpl._tensor import contiguous_strides
+
+    if source is None:
+        storage, shape, strides, offset = UntypedStorage(0, device=self.device), (0,), (1,), 0
+    elif isinstance(source, Tensor):
+        if source.dtype is not self.dtype:
+            raise RuntimeError(
+                f"Could not set tensor of type {source.dtype.np.name} to a tensor of type "
+                f"{self.dtype.np.name}"
+            )
+        storage, shape = source._storage, source._shape
+        strides, offset = source._stride, source._offset
+    elif isinstance(source, UntypedStorage):
+        storage, offset = source, int(storage_offset)
+        shape = (source.nbytes() // self.dtype.itemsize,) if size is None else tuple(size)
+        strides = contiguous_strides(shape) if stride is None else tuple(stride)
+    else:
+        raise TypeError(f"set_(): argument 'source' must be Tensor or Storage, not "
+                        f"{type(source).__name__}")
+    self._storage = storage
+    self._set_metadata(shape, strides, offset)
+    self._version_counter.bump()
+    self._grad_acc = None
+    return self
+
+
 __all__: list = []
 TENSOR_METHODS = (
-    "swapaxes_", "swapdims_", "squeeze_", "as_strided_", "resize_", "resize_as_",
+    "swapaxes_", "swapdims_", "squeeze_", "as_strided_", "resize_", "resize_as_", "set_",
 )

@@ -4,9 +4,19 @@
 from __future__ import annotations
 
 from refimpl.autograd.checkpoint import (
-    CheckpointError, CheckpointFunction, checkpoint, checkpoint_sequential, noop_context_fn,
+    CheckpointError,
+    CheckpointFunction,
+    checkpoint,
+    checkpoint_sequential,
+    noop_context_fn,
     set_checkpoint_early_stop,
 )
 
-__all__ = ["checkpoint", "checkpoint_sequential", "set_checkpoint_early_stop",
-           "CheckpointError", "CheckpointFunction", "noop_context_fn"]
+__all__ = [
+    "CheckpointError",
+    "CheckpointFunction",
+    "checkpoint",
+    "checkpoint_sequential",
+    "noop_context_fn",
+    "set_checkpoint_early_stop",
+]
