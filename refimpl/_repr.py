@@ -1,4 +1,4 @@
-"""Tensor printing in torch's exact format (spec: TENSOR-600 and following).
+"""Tensor printing in torch's exact format (spec: TENSOR-804).
 
 ``repr(t)`` and ``str(t)`` read ``tensor(<data>, <suffixes>)``:
 
@@ -241,9 +241,13 @@ def tensor_repr(t) -> str:
         if dev.type != "cpu":
             data = data.cpu()
         body = _data_str(np.asarray(data._np), t.dtype, indent)
-    grad_fn = t.grad_fn
-    if grad_fn is not None:
-        suffixes.append(f"grad_fn=<{type(grad_fn).__name__}>")
+    try:
+        grad_fn = t.grad_fn
+        name = None if grad_fn is None else type(grad_fn).__name__
+    except RuntimeError:  # a view whose history cannot be rebased (torch prints this too)
+        name = "Invalid"
+    if name is not None:
+        suffixes.append(f"grad_fn=<{name}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
     return _with_suffixes(prefix + body, suffixes, indent)

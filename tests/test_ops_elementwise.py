@@ -504,3 +504,36 @@ def test_broadcast_error_messages():
                lambda lib, a, b: lib.lerp(a, b, 0.5), lambda lib, a, b: lib.addcmul(a, a, b),
                lambda lib, a, b: a.add_(b), lambda lib, a, b: b.mul_(a[:2])]:
         same(fn, a, b)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float16", "float32", "complex64"])
+@pytest.mark.parametrize("name", BINARY + UNARY)
+def test_meta_device(name, dtype):
+    """Meta tensors run only the meta functions: the shape and dtype torch's CPU op gives,
+    and the same argument errors, but none of the kernels' missing-dtype errors.
+
+    (torch's own meta device runs Python decompositions with errors of their own, e.g.
+    ``maximum`` of complex meta tensors succeeds there; refimpl's meta functions are the
+    checks its CPU kernels make before computing.)
+    """
+    if name in ("equal", "allclose", "positive", "conj", "conj_physical", "float_power"):
+        pytest.skip("not an op with a meta function")
+
+    def run(lib, device):
+        x = lib.zeros((3, 1), dtype=getattr(lib, dtype), device=device)
+        y = lib.ones((4,), dtype=getattr(lib, dtype), device=device)
+        f = lib_fn(lib, name)
+        out = f(x, y) if name in BINARY else f(x)
+        return str(out.dtype), tuple(out.shape)
+
+    try:
+        expected = run(torch, "cpu")
+    except Exception as e:  # noqa: BLE001 - meta must raise the same argument error
+        if isinstance(e, NotImplementedError) and str(e).startswith('"'):
+            assert run(t, "meta")[1] in ((3, 1), (3, 4))  # a kernel's error: meta works
+            return
+        with pytest.raises(type(e)) as info:
+            run(t, "meta")
+        assert str(info.value) == str(e)
+        return
+    assert run(t, "meta") == expected

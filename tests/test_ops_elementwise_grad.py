@@ -194,3 +194,91 @@ def test_node_names(expr, node):
         y = lib.tensor([1.0, -1.0, 3.0], requires_grad=True)
         out = eval(expr, {"lib": lib, "x": x, "y": y})
         assert type(out.grad_fn).__name__ == node, (lib.__name__, expr)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda lib, x: x.relu(), lambda lib, x: x.sigmoid(), lambda lib, x: x.tanh(),
+    lambda lib, x: lib.threshold(x, 0.1, 2.0),
+], ids=["relu", "sigmoid", "tanh", "threshold"])
+def test_backward_ops_double_backward(fn):
+    """relu/sigmoid/tanh/threshold differentiate through torch's *_backward ops."""
+    check_double_backward(lambda lib, x, y: fn(lib, x) * y, rnd((2, 3), 71), rnd((3,), 72))
+    names = []
+    for lib in (torch, t):
+        x = lib.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+        (g,) = lib.autograd.grad(fn(lib, x).sum(), x, create_graph=True)
+        names.append(type(g.grad_fn).__name__)
+    assert names[0] == names[1]
+
+
+def test_complex_double_backward():
+    """Second derivatives through complex formulas (real losses at both levels)."""
+    rng = np.random.default_rng(73)
+    zv = rng.standard_normal((2, 2)) + 1j * rng.standard_normal((2, 2))
+    wv = rng.standard_normal((2, 2)) + 1j * rng.standard_normal((2, 2))
+    fns = [lambda a, b: (a.sigmoid() * b).real, lambda a, b: (a.tanh() * b).imag,
+           lambda a, b: (a * a.exp() / b).real, lambda a, b: (a.sgn() * b.abs()).real]
+    for fn in fns:
+        results = []
+        for lib in (torch, t):
+            z = lib.tensor(zv, requires_grad=True)
+            w = lib.tensor(wv, requires_grad=True)
+            gz, gw = lib.autograd.grad(fn(z, w).sum(), (z, w), create_graph=True)
+            second = lib.autograd.grad((gz * (0.5 - 1j)).real.sum() + (gw * 2j).real.sum(),
+                                       (z, w))
+            results.append([np.asarray(g.detach().resolve_conj().numpy() if lib is torch
+                                       else g.detach()._np) for g in second])
+        for r, o in zip(results[1], results[0]):
+            np.testing.assert_allclose(r, o, rtol=1e-9, atol=1e-12)
+
+
+class _Ctx:
+    """What a jvp rule reads (refimpl.autograd builds the same when forward AD runs)."""
+
+    def __init__(self, args, kwargs, outputs) -> None:
+        self.args, self.kwargs, self.outputs = args, kwargs, outputs
+        self.needs_input_grad = tuple(isinstance(a, t.Tensor) for a in args)
+
+
+JVPS = [
+    # (refimpl op name, torch call, positional inputs (In or scalar), kwargs)
+    ("exp", "exp", ["x"], {}), ("sin", "sin", ["x"], {}), ("log", "log", ["p"], {}),
+    ("sqrt", "sqrt", ["p"], {}), ("tanh", "tanh", ["x"], {}), ("sigmoid", "sigmoid", ["x"], {}),
+    ("erfinv", "erfinv", ["u"], {}), ("abs", "abs", ["x"], {}), ("relu", "relu", ["x"], {}),
+    ("add", "add", ["x", "y"], {"alpha": 2}), ("sub", "sub", ["x", "y"], {}),
+    ("mul", "mul", ["x", "y"], {}), ("div", "div", ["x", "p"], {}),
+    ("pow", "pow", ["p", "y"], {}), ("pow.Tensor_Scalar", "pow", ["x", 3], {}),
+    ("pow.Scalar", "pow", [2.0, "y"], {}), ("atan2", "atan2", ["x", "y"], {}),
+    ("maximum", "maximum", ["x", "y"], {}), ("hypot", "hypot", ["x", "y"], {}),
+    ("clamp", "clamp", ["x", -0.5, 0.5], {}), ("clamp.Tensor", "clamp", ["x", "y", "p"], {}),
+    ("lerp.Tensor", "lerp", ["x", "y", "u"], {}), ("addcmul", "addcmul", ["x", "y", "p"], {}),
+    ("addcdiv", "addcdiv", ["x", "y", "p"], {"value": 2}), ("xlogy", "xlogy", ["x", "p"], {}),
+    ("logaddexp", "logaddexp", ["x", "y"], {}), ("copysign", "copysign", ["x", "y"], {}),
+    ("remainder.Tensor", "remainder", ["x", "p"], {}), ("fmod.Tensor", "fmod", ["x", "p"], {}),
+    ("polygamma", None, ["p", 1], {}), ("sgn", "sgn", ["x"], {}),
+]
+
+
+@pytest.mark.parametrize("name,tname,inputs,kwargs", JVPS, ids=[j[0] for j in JVPS])
+def test_jvp_rules(name, tname, inputs, kwargs):
+    """Each jvp rule against torch's forward-mode AD (refimpl's engine is not there yet)."""
+    import torch.autograd.forward_ad as fwad
+
+    rng = np.random.default_rng(91)
+    pools = {"x": rng.uniform(-2, 2, (2, 3)), "y": rng.uniform(-2, 2, (3,)),
+             "p": rng.uniform(0.5, 2, (2, 3)), "u": rng.uniform(-0.9, 0.9, (2, 3))}
+    tangents = {k: rng.standard_normal(v.shape) for k, v in pools.items()}
+    op = t.ops.REGISTRY[name]
+    r_args = [t.tensor(pools[a]) if isinstance(a, str) else a for a in inputs]
+    out = op(*r_args, **kwargs)
+    r_tan = [t.tensor(tangents[a]) if isinstance(a, str) else None for a in inputs]
+    got = op.jvp(_Ctx(tuple(r_args), kwargs, (out,)), *r_tan)
+    with fwad.dual_level():
+        o_args = [fwad.make_dual(torch.tensor(pools[a]), torch.tensor(tangents[a]))
+                  if isinstance(a, str) else a for a in inputs]
+        if tname is None:  # polygamma(n, x) takes n first
+            o_out = torch.polygamma(o_args[1], o_args[0])
+        else:
+            o_out = getattr(torch, tname)(*o_args, **kwargs)
+        expected = fwad.unpack_dual(o_out).tangent
+    np.testing.assert_allclose(got._np, expected.numpy(), rtol=1e-9, atol=1e-12)

@@ -315,7 +315,7 @@ def _op_info(op):
         scalar_edges = bool(op.name in _SCALAR_EDGE_OPS or op.extra.get("scalar_edges"))
         writes = op.kind == "inplace" or bool(op.extra.get("writes_input0"))
         info = (op, scalar_edges, rule, cls, writes, "inputs" in op.saves,
-                "outputs" in op.saves)
+                "outputs" in op.saves, {})
         _OP_INFO[id(op)] = info
     return info
 
@@ -323,15 +323,19 @@ def _op_info(op):
 def _save_positions(op, needs) -> set | None:
     """Indices of the positional args to save (None: every tensor argument)."""
     info = _op_info(op)
+    cache = info[7]
+    try:
+        return cache[needs]
+    except KeyError:
+        pass
     if not info[5]:
-        return set()
-    rule = info[2]
-    if rule is None:
-        return None
-    keep = set()
-    for i, need in enumerate(needs):
-        if need:
-            keep.update(rule.get(i, ()))
+        keep = frozenset()
+    elif info[2] is None:
+        keep = None
+    else:
+        keep = frozenset(j for i, need in enumerate(needs) if need
+                         for j in info[2].get(i, ()))
+    cache[needs] = keep
     return keep
 
 

@@ -251,7 +251,10 @@ def call_function(node: GraphNode, inputs: list) -> list:
                     )
                 inputs = res
     post = node._post_hooks
-    outputs = call_node(node, list(inputs) if post else inputs)
+    if _flags.anomaly_enabled:
+        outputs = call_node(node, list(inputs) if post else inputs)
+    else:
+        outputs = node._apply(list(inputs) if post else inputs)
     outputs = validate_outputs(node, outputs)
     if post:
         for hook in list(post.values()):

@@ -84,6 +84,18 @@ def _fill_in_zeros(grads, refs, strict: bool, create_graph: bool, stage: str):
     return tuple(res)
 
 
+def _check_outputs_differentiable(outs, strict: bool) -> None:
+    if not strict:
+        return
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(
+                f"Output {i} of the user-provided function does not require gradients. The "
+                "outputs must be computed in a differentiable manner from the input when "
+                "running in strict mode."
+            )
+
+
 def _finish(xs, create_graph: bool):
     return tuple(x if create_graph else (x.detach() if x is not None else None) for x in xs)
 
@@ -108,6 +120,7 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         ins = _prepare_inputs(ins, create_graph)
         outputs = func(*ins)
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "vjp")
+        _check_outputs_differentiable(outs, strict)
         if v is not None:
             _, vs = _as_tuple(v, "v", "vjp")
             _validate_v(vs, outs, is_out_tuple)
@@ -142,6 +155,7 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
             vs = None
         outputs = func(*ins)
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
+        _check_outputs_differentiable(outs, strict)
         grad_outs = tuple(_zeros_like(o).requires_grad_(True) for o in outs)
         grad_inputs = _autograd_grad(outs, ins, grad_outs, create_graph=True)
         _fill_in_zeros(grad_inputs, ins, strict, create_graph, "back")
@@ -169,6 +183,7 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
         outputs = func(*ins)
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function",
                                        "jacobian")
+        _check_outputs_differentiable(outs, strict)
         jac = []
         for i, out in enumerate(outs):
             rows = [[] for _ in ins]
@@ -245,6 +260,7 @@ def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
             vs = None
         outputs = func(*ins)
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "vhp")
+        _check_outputs_differentiable(outs, strict)
         if is_out_tuple or outs[0].numel() != 1:
             raise RuntimeError(
                 "The function given to vhp should return a single Tensor with a single element."

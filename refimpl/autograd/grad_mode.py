@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import warnings
 
 from refimpl._state import STATE

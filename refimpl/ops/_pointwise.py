@@ -1,4 +1,5 @@
-"""The machinery every elementwise op is built from (spec: TENSOR-301..304).
+"""The machinery every elementwise op is built from (spec: TENSOR-105, TENSOR-108,
+TENSOR-116, TENSOR-300..302, TENSOR-602).
 
 How a call computes:
 
@@ -50,6 +51,7 @@ def not_implemented(kernel: str, dtype: D.dtype) -> NotImplementedError:
 
 
 COMPLEX32_MESSAGE = "refimpl does not implement complex32 tensors"
+NUMBER_TYPES = (bool, int, float, complex, np.number, np.bool_)
 
 
 def dtype_of(x) -> D.dtype:
@@ -254,12 +256,16 @@ class Binary:
     """
 
     def __init__(self, fn, *, result: str = "promote", allow=ALL, kernel="",
-                 pre=None, post=None, complex32: bool = False) -> None:
+                 pre=None, post=None, complex32: bool = False, name: str = "") -> None:
         self.fn, self.result, self.allow, self.kernel = fn, result, allow, kernel
-        self.pre, self.post, self.complex32 = pre, post, complex32
+        self.pre, self.post, self.complex32, self.name = pre, post, complex32, name
 
     def prepare(self, a, b, kwargs) -> tuple:
         """Run the checks; return (shape, compute dtype, output dtype)."""
+        for position, (x, arg) in enumerate(((a, "input"), (b, "other")), start=1):
+            if not isinstance(x, (Tensor, *NUMBER_TYPES)):
+                raise TypeError(f"{self.name}(): argument '{arg}' (position {position}) must be "
+                                f"Tensor, not {type(x).__name__}")
         if self.pre is not None:
             self.pre(a, b, **kwargs)
         sa, sb = shape_of(a), shape_of(b)

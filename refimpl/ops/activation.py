@@ -1,5 +1,5 @@
 """Activation functions: relu, threshold, logit, gelu, silu, softplus, hardtanh
-(spec: TENSOR-360 and following).
+(spec: TENSOR-110, TENSOR-311).
 
 ``relu``, ``threshold`` and ``logit`` are in torch's namespace and Tensor methods;
 ``gelu``, ``silu``, ``softplus`` and ``hardtanh`` live in ``torch.nn.functional``
@@ -20,14 +20,17 @@ from refimpl.ops._pointwise import (
     INEXACT,
     REAL,
     Unary,
+    binary_meta,
     checked_scalar,
     conj,
     finish,
     fit,
     inplace,
+    operand,
 )
-from refimpl.ops._registry import defop
+from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.elementwise_binary import where
+from refimpl.ops.factories import zeros_like
 
 _SQRT_2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -43,6 +46,68 @@ def _const(v, x: np.ndarray) -> np.ndarray:
     return np.asarray(v).astype(x.dtype)
 
 
+# -- the backward ops ---------------------------------------------------------------------------
+# relu/threshold, sigmoid and tanh differentiate through ops of their own (as torch's
+# threshold_backward, sigmoid_backward, tanh_backward), so that double backward records
+# torch's nodes (ThresholdBackwardBackward0, ...).
+
+
+def _pair_meta(grad_output, other, *_) -> TensorSpec:
+    return binary_meta(grad_output, other)._replace(dtype=grad_output.dtype)
+
+
+def _threshold_backward_cpu(grad_output, self, threshold):
+    shape = _pair_meta(grad_output, self).shape
+    g, x = grad_output._np, operand(self, self.dtype)
+    with np.errstate(all="ignore"):
+        r = np.where(x <= _const(threshold, x), np.zeros((), g.dtype), g)
+    return finish(r, grad_output.dtype, shape)
+
+
+def _threshold_backward_backward(ctx, gg):
+    _, self, threshold = ctx.args
+    return threshold_backward(gg, self, threshold), zeros_like(self), None
+
+
+threshold_backward = defop(
+    "threshold_backward", meta=_pair_meta, cpu=_threshold_backward_cpu,
+    backward=_threshold_backward_backward,
+    jvp=lambda ctx, tg, *_: threshold_backward(tg, ctx.args[1], ctx.args[2]),
+    extra={"method": False})
+
+
+def _output_backward(name: str, factor, d_factor):
+    """``grad_output * conj(factor(output))`` and its derivatives (holomorphic factor)."""
+
+    def cpu(grad_output, output):
+        shape = _pair_meta(grad_output, output).shape
+        dtype = grad_output.dtype
+        g, y = operand(grad_output, dtype), operand(output, dtype)
+        with np.errstate(all="ignore"):
+            return finish(g * np.conj(factor(y)), dtype, shape)
+
+    def backward(ctx, gg):
+        g, y = ctx.args
+        return op(gg, y.conj()), gg.conj() * g * d_factor(y).conj()
+
+    op = defop(name, meta=_pair_meta, cpu=cpu, backward=backward,
+               jvp=lambda ctx, tg, ty=None: _output_jvp(ctx, tg, ty, op, d_factor),
+               extra={"method": False})
+    return op
+
+
+def _output_jvp(ctx, tg, ty, op, d_factor):
+    g, y = ctx.args
+    parts = [] if tg is None else [op(tg, y)]
+    if ty is not None:
+        parts.append(g * (ty * d_factor(y)).conj())
+    return parts[0] if len(parts) == 1 else (parts[0] + parts[1] if parts else None)
+
+
+sigmoid_backward = _output_backward("sigmoid_backward", lambda y: y * (1 - y),
+                                    lambda y: 1 - 2 * y)
+tanh_backward = _output_backward("tanh_backward", lambda y: 1 - y * y, lambda y: -2 * y)
+
 # -- relu / threshold ---------------------------------------------------------------------------
 
 
@@ -56,7 +121,7 @@ def _relu_check(x, **_) -> None:
 _relu_impl = Unary(lambda x: np.maximum(x, np.zeros((), x.dtype)), result="same",
                    check=_relu_check)
 relu = defop("relu", meta=_relu_impl.meta, cpu=_relu_impl.cpu,
-             backward=lambda ctx, g: (where(ctx.outputs[0] <= 0, 0, g),),
+             backward=lambda ctx, g: (threshold_backward(g, ctx.outputs[0], 0),),
              jvp=lambda ctx, t: where(ctx.outputs[0] <= 0, 0, t), saves=("outputs",))
 relu_ = inplace(relu)
 
@@ -81,8 +146,9 @@ _threshold_impl = _Scalars(_threshold, result="same", allow=REAL - {D.bool_},
                            kernel="threshold_cpu")
 threshold = defop(
     "threshold", meta=_threshold_impl.meta, cpu=_threshold_impl.cpu,
-    backward=lambda ctx, g: (where(ctx.args[0] <= ctx.args[1], 0, g),),
-    jvp=lambda ctx, t, *_: where(ctx.args[0] <= ctx.args[1], 0, t), extra={"method": False})
+    backward=lambda ctx, g: (threshold_backward(g, ctx.args[0], ctx.args[1]),),
+    jvp=lambda ctx, t, *_: threshold_backward(t, ctx.args[0], ctx.args[1]),
+    extra={"method": False})
 threshold_ = inplace(threshold)
 
 # -- logit ----------------------------------------------------------------------------------------
@@ -215,4 +281,6 @@ hardtanh = defop("hardtanh", meta=_hardtanh_impl.meta, cpu=_hardtanh_impl.cpu,
 hardtanh_ = inplace(hardtanh)
 
 
-__all__ = ["logit", "relu", "threshold", "threshold_"]
+__all__ = [
+    "logit", "logit_", "relu", "relu_", "threshold", "threshold_",
+]

@@ -1,4 +1,4 @@
-"""The clamp family: clamp/clip, clamp_min, clamp_max (spec: TENSOR-340 and following).
+"""The clamp family: clamp/clip, clamp_min, clamp_max (spec: TENSOR-110).
 
 Each has a scalar-bound overload and a tensor-bound overload (torch records different
 autograd nodes for them: ``ClampBackward1`` / ``ClampBackward0``); mixing a tensor and
@@ -255,7 +255,7 @@ def _check_inplace(self: Tensor, *bounds) -> None:
 
 
 def clamp(input: Tensor, min=None, max=None, *, out=None) -> Tensor:
-    """Limit ``input`` to ``[min, max]``: both bounds scalars or both tensors (TENSOR-340)."""
+    """Limit ``input`` to ``[min, max]``: both bounds scalars or both tensors (TENSOR-110)."""
     op = _pick("clamp", input, min, max, _clamp_t, _clamp_s)
     return op(input, min, max, **({} if out is None else {"out": out}))
 
@@ -303,7 +303,8 @@ def clamp_max_(self: Tensor, max) -> Tensor:
     return (_max_t_ if isinstance(max, Tensor) else _max_s_)(self, max)
 
 
-__all__ = ["clamp", "clamp_", "clamp_max", "clamp_max_", "clamp_min", "clamp_min_", "clip",
-           "clip_"]
+__all__ = [
+    "clamp", "clamp_", "clamp_max", "clamp_max_", "clamp_min", "clamp_min_", "clip", "clip_",
+]
 TENSOR_METHODS = ("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max",
                   "clamp_max_")

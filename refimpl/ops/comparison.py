@@ -1,4 +1,4 @@
-"""Comparisons, predicates, logical and bitwise ops (spec: TENSOR-350 and following).
+"""Comparisons, predicates, logical and bitwise ops (spec: TENSOR-109, TENSOR-111).
 
 Comparisons compute in the common dtype of their operands and return bool (a
 Python scalar operand is cast to that dtype first, so ``uint8_tensor < -1`` compares
@@ -14,6 +14,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.ops._helpers import result_type
 from refimpl.ops._pointwise import (
     ALL,
     BOOL,
@@ -27,12 +28,13 @@ from refimpl.ops._pointwise import (
     finish,
     float_dtype,
     inplace,
+    operand,
 )
-from refimpl.ops._registry import defop
+from refimpl.ops._registry import TensorSpec, defop
 
 
 def _compare(name: str, fn, allow=ALL):
-    impl = Binary(fn, result="bool", allow=allow, kernel=f"{name}_cpu")
+    impl = Binary(fn, result="bool", allow=allow, kernel=f"{name}_cpu", name=name)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
     return op, inplace(op)
 
@@ -155,7 +157,8 @@ def _tensor_other(name: str):
 
 
 def _logical(name: str, fn):
-    impl = Binary(lambda x, y: fn(x != 0, y != 0), result="bool", pre=_tensor_other(name))
+    impl = Binary(lambda x, y: fn(x != 0, y != 0), result="bool", pre=_tensor_other(name),
+                  name=name)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
     return op, inplace(op)
 
@@ -174,7 +177,7 @@ _BITS = BOOL | INTEGRAL
 
 
 def _bitwise(name: str, fn, kernel: str, allow=_BITS):
-    impl = Binary(fn, allow=allow, kernel=kernel)
+    impl = Binary(fn, allow=allow, kernel=kernel, name=name)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
     return op, inplace(op)
 
@@ -215,11 +218,42 @@ bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", _lshift
 bitwise_right_shift, bitwise_right_shift_ = _bitwise("bitwise_right_shift", _rshift,
                                                      "rshift_cpu", INTEGRAL)
 
+# -- membership -----------------------------------------------------------------------------
+
+
+def _isin_operands(elements, test_elements):
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError(
+            f"isin() received an invalid combination of arguments - got "
+            f"({type(elements).__name__}, {type(test_elements).__name__}), but expected one of:")
+    dtype = result_type(elements, test_elements)
+    if dtype.category == 3:
+        raise RuntimeError(f"Unsupported input type encountered for isin(): {D.type_name(dtype)}")
+    return dtype
+
+
+def _isin_meta(elements, test_elements, *, assume_unique=False, invert=False):
+    _isin_operands(elements, test_elements)
+    shape = elements._shape if isinstance(elements, Tensor) else ()
+    device = (elements if isinstance(elements, Tensor) else test_elements).device
+    return TensorSpec(shape, D.bool_, device)
+
+
+def _isin_cpu(elements, test_elements, *, assume_unique=False, invert=False):
+    dtype = _isin_operands(elements, test_elements)
+    a, b = operand(elements, dtype), operand(test_elements, dtype)
+    return np.asarray(np.isin(a, b, invert=invert))
+
+
+isin = defop("isin", meta=_isin_meta, cpu=_isin_cpu, differentiable=False,
+             extra={"method": False})
+
+
 __all__ = [
     "allclose", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",
     "bitwise_right_shift", "bitwise_xor", "eq", "equal", "ge", "greater", "greater_equal", "gt",
-    "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "isreal", "le", "less",
-    "less_equal", "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "ne",
+    "isclose", "isfinite", "isin", "isinf", "isnan", "isneginf", "isposinf", "isreal", "le",
+    "less", "less_equal", "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "ne",
     "not_equal",
 ]
 TENSOR_METHODS = (

@@ -1,4 +1,4 @@
-"""Division, remainders and powers (spec: TENSOR-312..316).
+"""Division, remainders and powers (spec: TENSOR-109, TENSOR-110).
 
 ``div`` (true, 'trunc' and 'floor' rounding), ``floor_divide``, ``remainder`` (sign of
 the divisor), ``fmod`` (sign of the dividend), ``pow`` (tensor or scalar on either
@@ -64,8 +64,9 @@ def _div_pre(a, b, rounding_mode=None) -> None:
             f"'{rounding_mode}'")
 
 
-_true_div_impl = Binary(np.true_divide, result="float", pre=_div_pre, kernel="div_cpu")
-_mode_div_impl = Binary(_div_mode, allow=REAL - BOOL, pre=_div_pre,
+_true_div_impl = Binary(np.true_divide, result="float", pre=_div_pre, kernel="div_cpu",
+                        name="div")
+_mode_div_impl = Binary(_div_mode, allow=REAL - BOOL, pre=_div_pre, name="div",
                         kernel=lambda rounding_mode: f"div_{rounding_mode}_cpu")
 
 
@@ -106,7 +107,7 @@ def div(input, other, *, rounding_mode: str | None = None, out=None) -> Tensor:
     """``input / other``; ``rounding_mode`` 'trunc' or 'floor' rounds the quotient.
 
     True division of integers gives the default float dtype; rounded integer division
-    by zero raises ``RuntimeError("ZeroDivisionError")`` (TENSOR-312).
+    by zero raises ``RuntimeError("ZeroDivisionError")`` (TENSOR-109).
     """
     kw = {} if out is None else {"out": out}
     if rounding_mode is None:
@@ -131,7 +132,7 @@ def true_divide_(self: Tensor, other) -> Tensor:
 
 
 def floor_divide(input, other, *, out=None) -> Tensor:
-    """``input // other``: division rounded towards negative infinity (TENSOR-313)."""
+    """``input // other``: division rounded towards negative infinity (TENSOR-109)."""
     return div(input, other, rounding_mode="floor", out=out)
 
 
@@ -155,8 +156,10 @@ def _fmod_int(x, y):
     return np.fmod(x, y)
 
 
-_remainder_impl = Binary(_zero_checked(np.remainder), allow=REAL - BOOL, kernel="remainder_cpu")
-_fmod_impl = Binary(_zero_checked(_fmod_int), allow=REAL - BOOL, kernel="fmod_cpu")
+_remainder_impl = Binary(_zero_checked(np.remainder), allow=REAL - BOOL, kernel="remainder_cpu",
+                         name="remainder")
+_fmod_impl = Binary(_zero_checked(_fmod_int), allow=REAL - BOOL, kernel="fmod_cpu",
+                    name="fmod")
 
 
 def _mod_backward(mode: str):
@@ -194,7 +197,7 @@ _fmod_s_, _fmod_t_ = inplace(_fmod_s), inplace(_fmod_t)
 
 
 def remainder(input, other, *, out=None) -> Tensor:
-    """Python's ``%``: the remainder has the sign of the divisor (TENSOR-314)."""
+    """Python's ``%``: the remainder has the sign of the divisor (TENSOR-109)."""
     kw = {} if out is None else {"out": out}
     return (_remainder_t if isinstance(other, Tensor) else _remainder_s)(input, other, **kw)
 
@@ -205,7 +208,7 @@ def remainder_(self: Tensor, other) -> Tensor:
 
 
 def fmod(input, other, *, out=None) -> Tensor:
-    """C's ``fmod``: the remainder has the sign of the dividend (TENSOR-314)."""
+    """C's ``fmod``: the remainder has the sign of the dividend (TENSOR-109)."""
     kw = {} if out is None else {"out": out}
     return (_fmod_t if isinstance(other, Tensor) else _fmod_s)(input, other, **kw)
 
@@ -287,10 +290,10 @@ class _PowScalarBase(Binary):
         return Binary.cpu(self, a, b)
 
 
-_pow_tt_impl = Binary(_pow, allow=NUMERIC, kernel="pow")
-_pow_ts_impl = _PowScalarExp(_pow_scalar_exp, allow=NUMERIC, kernel="pow",
+_pow_tt_impl = Binary(_pow, allow=NUMERIC, kernel="pow", name="pow")
+_pow_ts_impl = _PowScalarExp(_pow_scalar_exp, allow=NUMERIC, kernel="pow", name="pow",
                              post=_pow_scalar_check)
-_pow_st_impl = _PowScalarBase(_pow, allow=NUMERIC, kernel="pow")
+_pow_st_impl = _PowScalarBase(_pow, allow=NUMERIC, kernel="pow", name="pow")
 
 
 def _zeros_like(x):
@@ -387,7 +390,7 @@ _pow_tt_, _pow_ts_ = inplace(_pow_tt), inplace(_pow_ts)
 
 
 def pow(input, exponent, *, out=None) -> Tensor:
-    """``input ** exponent``; either may be a Python scalar (TENSOR-315).
+    """``input ** exponent``; either may be a Python scalar (TENSOR-110).
 
     Integer tensors raised to a negative integer *scalar* raise "Integers to negative
     integer powers are not allowed."; negative integer *tensor* exponents give 0
@@ -445,15 +448,8 @@ _div_tensor_ = inplace(_div_tensor)
 _div_mode_ = inplace(_div_mode_op)
 
 __all__ = [
-    "div",
-    "divide",
-    "float_power",
-    "floor_divide",
-    "fmod",
-    "pow",
-    "remainder",
-    "square",
-    "true_divide",
+    "div", "divide", "float_power", "floor_divide", "fmod", "pow", "remainder", "square",
+    "square_", "true_divide",
 ]
 TENSOR_METHODS = (
     "div", "div_", "divide", "divide_", "true_divide", "true_divide_", "floor_divide",

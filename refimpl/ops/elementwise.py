@@ -1,4 +1,4 @@
-"""Elementwise arithmetic: add, sub, rsub, mul, neg, abs, positive (spec: TENSOR-310..311).
+"""Elementwise arithmetic: add, sub, rsub, mul, neg, abs, positive (spec: TENSOR-105..111).
 
 The machinery these ops are built from lives in ``_pointwise`` (re-exported here:
 ``inplace``, ``binary_meta`` and ``unary_meta`` are what other op modules use).
@@ -64,7 +64,7 @@ def _scaled(y, alpha):
 
 
 _add_impl = Binary(lambda x, y, alpha=1: np.add(x, _scaled(y, alpha)), post=_alpha_check,
-                   complex32=True)
+                   complex32=True, name="add")
 
 
 def _add_cpu(a, b, *, alpha=1):
@@ -107,6 +107,7 @@ def _sub_check(a, b, **_) -> None:
 
 
 _sub_impl = Binary(lambda x, y, alpha=1: np.subtract(x, _scaled(y, alpha)), pre=_sub_check,
+                   name="sub",
                    post=_alpha_check, complex32=True)
 
 
@@ -166,7 +167,7 @@ _rsub_scalar = defop("rsub.Scalar", meta=_rsub_meta, cpu=_rsub_cpu,
 
 
 def rsub(input: Tensor, other, alpha=1, *, out=None) -> Tensor:
-    """``other - alpha * input`` (TENSOR-310)."""
+    """``other - alpha * input`` (TENSOR-105)."""
     op = _rsub_tensor if isinstance(other, Tensor) else _rsub_scalar
     kw = {} if out is None else {"out": out}
     if not (type(alpha) is int and alpha == 1):
@@ -176,7 +177,7 @@ def rsub(input: Tensor, other, alpha=1, *, out=None) -> Tensor:
 
 # -- mul -----------------------------------------------------------------------------------
 
-_mul_impl = Binary(np.multiply, complex32=True)
+_mul_impl = Binary(np.multiply, complex32=True, name="mul")
 
 
 def _mul_cpu(a, b):
@@ -269,22 +270,10 @@ mul_ = inplace(mul)
 multiply_ = alias(mul_, "multiply_")
 
 __all__ = [
-    "abs",
-    "absolute",
-    "add",
-    "add_",
-    "mul",
-    "mul_",
-    "multiply",
-    "neg",
-    "negative",
-    "positive",
-    "rsub",
-    "sub",
-    "sub_",
-    "subtract",
+    "abs", "abs_", "absolute", "add", "mul", "multiply", "neg", "neg_", "negative", "negative_",
+    "positive", "rsub", "sub", "subtract",
 ]
 TENSOR_METHODS = (
-    "rsub", "positive", "subtract", "subtract_", "multiply", "multiply_", "negative",
+    "positive", "subtract", "subtract_", "multiply", "multiply_", "negative",
     "negative_", "absolute", "absolute_", "abs_", "__pos__",
 )

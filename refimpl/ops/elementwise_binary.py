@@ -1,4 +1,4 @@
-"""Binary and ternary elementwise ops beyond arithmetic (spec: TENSOR-330 and following).
+"""Binary and ternary elementwise ops beyond arithmetic (spec: TENSOR-105, TENSOR-110).
 
 ``atan2``, ``hypot``, ``maximum``/``minimum`` (NaN-propagating), ``fmax``/``fmin``
 (NaN-ignoring), ``copysign``, ``xlogy``, ``logaddexp``/``logaddexp2``, ``nextafter``,
@@ -83,7 +83,8 @@ def _both(*checks):
 def _binary(name: str, fn, *, result: str = "promote", allow=ALL, kernel: str = "",
             pre=None, post=None, backward=None, jvp=None, node=None, saves=("inputs",),
             with_inplace: bool = True):
-    impl = Binary(fn, result=result, allow=allow, kernel=kernel, pre=pre, post=post)
+    impl = Binary(fn, result=result, allow=allow, kernel=kernel, pre=pre, post=post,
+                  name=name)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, node=node,
                saves=saves)
     return op, (inplace(op) if with_inplace else None)
@@ -170,7 +171,7 @@ class _NativeBinary(Binary):
                       out, shape)
 
 
-_next_impl = _NativeBinary(_nextafter, allow=FLOATING, kernel="nextafter_cpu",
+_next_impl = _NativeBinary(_nextafter, allow=FLOATING, kernel="nextafter_cpu", name="nextafter",
                            pre=_tensor_other("nextafter"))
 nextafter = defop("nextafter", meta=_next_impl.meta, cpu=_next_impl.cpu,
                   backward=lambda ctx, g: (unbroadcast(g, ctx.args[0]),
@@ -214,11 +215,13 @@ _maximum_bw, _maximum_jvp = _max_backward(_gt)
 _minimum_bw, _minimum_jvp = _max_backward(_lt)
 maximum, _ = _binary(
     "maximum", np.maximum,
-    pre=_both(_tensor_other("maximum"), _no_complex("maximum not implemented for complex tensors.")),
+    pre=_both(_tensor_other("maximum"),
+              _no_complex("maximum not implemented for complex tensors.")),
     backward=_maximum_bw, jvp=_maximum_jvp, with_inplace=False)
 minimum, _ = _binary(
     "minimum", np.minimum,
-    pre=_both(_tensor_other("minimum"), _no_complex("minimum not implemented for complex tensors.")),
+    pre=_both(_tensor_other("minimum"),
+              _no_complex("minimum not implemented for complex tensors.")),
     backward=_minimum_bw, jvp=_minimum_jvp, with_inplace=False)
 
 
@@ -255,7 +258,8 @@ def _copysign_self(a, b, y):
 
 
 _copysign_bw, _copysign_jvp = _grads(_copysign_self, lambda a, b, y: 0 * y)
-_copysign_impl = Binary(np.copysign, result="float", allow=REAL, kernel="copysign_cpu")
+_copysign_impl = Binary(np.copysign, result="float", allow=REAL, kernel="copysign_cpu",
+                        name="copysign")
 _copysign_t = defop("copysign", meta=_copysign_impl.meta, cpu=_copysign_impl.cpu,
                     backward=_copysign_bw, jvp=_copysign_jvp, saves=("inputs", "outputs"),
                     extra=_hidden())
@@ -288,7 +292,7 @@ def _xlogy_self(a, b, y):
 
 
 _xlogy_bw, _xlogy_jvp = _grads(_xlogy_self, lambda a, b, y: a / b)
-_xlogy_impl = Binary(_xlogy, result="float", allow=REAL, kernel="xlogy_cpu")
+_xlogy_impl = Binary(_xlogy, result="float", allow=REAL, kernel="xlogy_cpu", name="xlogy")
 
 
 def _xlogy_op(name: str, node: str):
@@ -388,7 +392,7 @@ _where = defop("where", meta=_where_meta, cpu=_where_cpu, backward=_where_backwa
 
 
 def where(condition, input=None, other=None, *, out=None):
-    """Elements of ``input`` where ``condition`` holds, else of ``other`` (TENSOR-345).
+    """Elements of ``input`` where ``condition`` holds, else of ``other`` (TENSOR-110).
 
     Either value may be a Python scalar; the dtype is their common dtype.
     ``where(condition)`` is ``condition.nonzero(as_tuple=True)``.
@@ -541,8 +545,9 @@ addcdiv, addcdiv_ = _addc_op("addcdiv", True)
 _ = (BOOL, COMPLEX)
 
 __all__ = [
-    "addcdiv", "addcmul", "arctan2", "atan2", "copysign", "fmax", "fmin", "heaviside", "hypot", "lerp", "logaddexp", "logaddexp2",
-    "maximum", "minimum", "nextafter", "where", "xlogy",
+    "addcdiv", "addcmul", "arctan2", "atan2", "copysign", "fmax", "fmin", "heaviside", "hypot",
+    "lerp", "logaddexp", "logaddexp2", "maximum", "minimum", "nextafter", "where", "xlogy",
+    "xlogy_",
 ]
 TENSOR_METHODS = (
     "arctan2", "arctan2_", "copysign", "copysign_", "xlogy",

@@ -1,5 +1,5 @@
 """Unary elementwise math: exponentials, logarithms, trigonometry, rounding, special
-functions and the sign family (spec: TENSOR-320 and following).
+functions and the sign family (spec: TENSOR-110, TENSOR-310).
 
 Floating ops on bool/integer tensors compute in the default float dtype (``exp`` of
 an int64 tensor is float32); rounding ops keep integer dtypes (a copy); complex
@@ -40,7 +40,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
            check=None, grad=None, saves=("inputs",), with_inplace: bool = True,
-           node: str | None = None):
+           node: str | None = None, backward=None):
     """Declare ``name`` (and ``name_``) from a numpy function and a derivative.
 
     ``grad(x, out)`` is d out / d x written in refimpl ops; backward is
@@ -49,7 +49,7 @@ def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
     ``grad=None`` leaves the op without derivative formulas.
     """
     impl = Unary(fn, result=result, allow=allow, kernel=kernel, check=check)
-    backward = jvp = None
+    custom, backward, jvp = backward, None, None
     if grad is _zero_grad:
         def backward(ctx, g):
             return (_zero_grad(ctx.args[0], None),)
@@ -65,8 +65,8 @@ def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
 
         def jvp(ctx, t):
             return fit(t * grad(ctx.args[0], ctx.outputs[0]), ctx.outputs[0])
-    op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, saves=saves,
-               node=node)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=custom or backward, jvp=jvp,
+               saves=saves, node=node)
     return op, (inplace(op) if with_inplace else None)
 
 
@@ -102,7 +102,8 @@ acos, acos_ = _unary("acos", np.arccos, grad=lambda x, y: -(1 - x * x).rsqrt())
 atan, atan_ = _unary("atan", np.arctan, grad=lambda x, y: (x * x + 1).reciprocal())
 sinh, sinh_ = _unary("sinh", np.sinh, grad=lambda x, y: x.cosh())
 cosh, cosh_ = _unary("cosh", np.cosh, grad=lambda x, y: x.sinh())
-tanh, tanh_ = _unary("tanh", np.tanh, grad=lambda x, y: 1 - y * y, saves=("outputs",))
+tanh, tanh_ = _unary("tanh", np.tanh, grad=lambda x, y: 1 - y * y, saves=("outputs",),
+                     backward=lambda ctx, g: (_activation().tanh_backward(g, ctx.outputs[0]),))
 asinh, asinh_ = _unary("asinh", np.arcsinh, grad=lambda x, y: (x * x + 1).rsqrt())
 acosh, acosh_ = _unary("acosh", np.arccosh, grad=lambda x, y: (x * x - 1).rsqrt())
 atanh, atanh_ = _unary("atanh", np.arctanh, grad=lambda x, y: (1 - x * x).reciprocal())
@@ -119,8 +120,15 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-sigmoid, sigmoid_ = _unary("sigmoid", _sigmoid, grad=lambda x, y: y * (1 - y),
-                           saves=("outputs",))
+sigmoid, sigmoid_ = _unary(
+    "sigmoid", _sigmoid, grad=lambda x, y: y * (1 - y), saves=("outputs",),
+    backward=lambda ctx, g: (_activation().sigmoid_backward(g, ctx.outputs[0]),))
+
+
+def _activation():
+    from refimpl.ops import activation
+
+    return activation
 deg2rad, deg2rad_ = _unary(
     "deg2rad", lambda x: x * np.asarray(math.pi / 180, x.dtype), grad=lambda x, y: math.pi / 180,
     check=lambda x: _no_complex(x, "deg2rad is not supported for complex tensors."), saves=(),
@@ -430,59 +438,100 @@ def is_neg(input: Tensor) -> bool:
 
 __all__ = [
     "acos",
+    "acos_",
     "acosh",
+    "acosh_",
     "angle",
     "arccos",
+    "arccos_",
     "arccosh",
+    "arccosh_",
     "arcsin",
+    "arcsin_",
     "arcsinh",
+    "arcsinh_",
     "arctan",
+    "arctan_",
     "arctanh",
+    "arctanh_",
     "asin",
+    "asin_",
     "asinh",
+    "asinh_",
     "atan",
+    "atan_",
     "atanh",
+    "atanh_",
     "ceil",
+    "ceil_",
     "conj",
     "conj_physical",
+    "conj_physical_",
     "cos",
+    "cos_",
     "cosh",
+    "cosh_",
     "deg2rad",
+    "deg2rad_",
     "digamma",
     "erf",
+    "erf_",
     "erfc",
+    "erfc_",
     "erfinv",
     "exp",
     "exp2",
+    "exp2_",
+    "exp_",
     "expm1",
+    "expm1_",
     "fix",
+    "fix_",
     "floor",
+    "floor_",
     "frac",
+    "frac_",
     "is_conj",
     "is_neg",
     "lgamma",
     "log",
     "log1p",
+    "log1p_",
     "log2",
+    "log2_",
     "log10",
+    "log10_",
+    "log_",
     "nan_to_num",
+    "nan_to_num_",
     "polygamma",
     "rad2deg",
+    "rad2deg_",
     "reciprocal",
+    "reciprocal_",
     "resolve_conj",
     "resolve_neg",
     "round",
+    "round_",
     "rsqrt",
+    "rsqrt_",
     "sgn",
     "sigmoid",
+    "sigmoid_",
     "sign",
     "signbit",
     "sin",
+    "sin_",
     "sinh",
+    "sinh_",
     "sqrt",
+    "sqrt_",
     "tan",
+    "tan_",
     "tanh",
+    "tanh_",
     "trunc",
+    "trunc_",
 ]
 TENSOR_METHODS = (
     "round", "round_", "conj", "conj_physical", "conj_physical_", "resolve_conj",
