@@ -56,7 +56,16 @@ def dispatch(op: OpDef, args: tuple, kwargs: dict):
 
 
 def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
-    """Layer 3: record a graph node when grad mode is on and an input requires grad."""
+    """Layer 3: record a graph node when grad mode is on and an input requires grad.
+
+    View ops always go through the recorder: a view remembers how it was made (and
+    whether it shares its base with sibling views) even when no graph is built, so
+    that a later in-place op on it can be checked or replayed.
+    """
+    if op.kind == "view":
+        from refimpl.autograd import _record
+
+        return _record.record(op, args, kwargs)
     if STATE.grad_enabled and op.differentiable:
         for a in args:
             if isinstance(a, Tensor):

@@ -259,6 +259,7 @@ JVPS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's forward-AD internals
 @pytest.mark.parametrize("name,tname,inputs,kwargs", JVPS, ids=[j[0] for j in JVPS])
 def test_jvp_rules(name, tname, inputs, kwargs):
     """Each jvp rule against torch's forward-mode AD (refimpl's engine is not there yet)."""

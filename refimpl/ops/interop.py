@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._state import STATE
 from refimpl._tensor import Tensor
 
 
@@ -17,7 +18,7 @@ def numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
     if force:
         return self.detach().cpu().resolve_conj()._np if hasattr(self, "resolve_conj") \
             else self.detach().cpu()._np
-    if self.requires_grad:
+    if self.requires_grad and STATE.grad_enabled:
         raise RuntimeError(
             "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
             "instead."
