@@ -21,30 +21,34 @@ def _method(op):
     return method
 
 
-def _reflected(name: str):
-    def method(self, other):
-        return getattr(type(self), name)(_as_tensor_like(other, self), self)
-
-    return method
-
-
-def _as_tensor_like(value, like):
-    from refimpl.ops.factories import tensor
-
-    t = tensor(value, device=like.device if like.dim() == 0 or like.is_cpu else None)
-    return t if like.is_cpu else t.to(like.device)
+def _public(modules, name: str):
+    """The namespace function ``name`` (``refimpl.pow``), found in the op modules."""
+    for module in modules:
+        if name in getattr(module, "__all__", ()):
+            return getattr(module, name)
+    return None
 
 
-def _reverse(fn_name: str):
-    """``other OP self`` for non-commutative ops with a Python scalar on the left."""
+def _returns_not_implemented(fn):
+    """Python operator protocol as torch has it: a TypeError from the op (an operand the
+    op does not accept, ``x == None``) becomes NotImplemented, so Python can try the
+    other operand or fall back to identity."""
 
-    def method(self, other):
-        from refimpl.ops.factories import full
+    def operator(self, other):
+        try:
+            return fn(self, other)
+        except TypeError:
+            return NotImplemented
 
-        left = full((), other, device=self.device)
-        return getattr(left, fn_name)(self)
+    operator.__name__ = getattr(fn, "__name__", "operator")
+    return operator
 
-    return method
+
+def _invert(self):
+    if self.dtype.category > 1:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return self.bitwise_not()
 
 
 _OPERATORS = {
@@ -66,11 +70,19 @@ _OPERATORS = {
     "__ge__": "ge",
     "__getitem__": "__getitem__", "__setitem__": "__setitem__",
 }
+# ``other OP self`` with a non-tensor on the left: torch's own spellings, so that the
+# result dtype and the graph node match (2 - x is rsub, 2 / x is reciprocal * 2).
 _REVERSED = {
-    "__rsub__": "sub", "__rtruediv__": "div", "__rfloordiv__": "floor_divide",
-    "__rmod__": "remainder", "__rpow__": "pow", "__rmatmul__": "matmul",
-    "__rlshift__": "bitwise_left_shift", "__rrshift__": "bitwise_right_shift",
+    "__rsub__": lambda fns: lambda self, other: fns["rsub"](self, other),
+    "__rtruediv__": lambda fns: lambda self, other: self.reciprocal() * other,
+    "__rpow__": lambda fns: lambda self, other: fns["pow"](other, self),
+    "__rfloordiv__": lambda fns: lambda self, other: fns["floor_divide"](other, self),
+    "__rmod__": lambda fns: lambda self, other: fns["remainder"](other, self),
+    "__rmatmul__": lambda fns: lambda self, other: fns["matmul"](other, self),
+    "__rlshift__": lambda fns: lambda self, other: fns["bitwise_left_shift"](other, self),
+    "__rrshift__": lambda fns: lambda self, other: fns["bitwise_right_shift"](other, self),
 }
+_UNARY = {"__neg__", "__abs__", "__invert__", "__getitem__", "__setitem__"}
 
 
 def bind() -> None:
@@ -86,8 +98,14 @@ def bind() -> None:
     for dunder, name in _OPERATORS.items():
         target = getattr(Tensor, name, None)
         if target is not None:
-            setattr(Tensor, dunder, target)
-    for dunder, name in _REVERSED.items():
-        if hasattr(Tensor, name):
-            setattr(Tensor, dunder, _reverse(name))
+            setattr(Tensor, dunder, target if dunder in _UNARY
+                    else _returns_not_implemented(target))
+    fns = {n: _public(modules, n) for n in ("rsub", "pow", "floor_divide", "remainder",
+                                              "matmul", "bitwise_left_shift",
+                                              "bitwise_right_shift")}
+    for dunder, make in _REVERSED.items():
+        setattr(Tensor, dunder, _returns_not_implemented(make(fns)))
+    Tensor.__invert__ = _invert
+    # numpy defers to the tensor in mixed expressions (np.float64(2) * x is a tensor)
+    Tensor.__array_priority__ = 1000
     Tensor.__hash__ = lambda self: id(self)

@@ -14,22 +14,33 @@ __all__ = [
 
 
 def broadcast_shapes(*shapes) -> tuple:
-    """The broadcast of ``shapes`` with torch's error for incompatible sizes."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for i, shape in enumerate(shapes):
-        for j, size in enumerate(shape):
-            k = ndim - len(shape) + j
-            if out[k] == size or size == 1:
-                continue
-            if out[k] == 1:
-                out[k] = size
-                continue
-            # torch names the first two operands a and b
+    """The broadcast of ``shapes`` (folded pairwise, as torch's infer_size).
+
+    Each pair is scanned from the last dimension, so the error names the dimension
+    torch names: "The size of tensor a (3) must match the size of tensor b (4) at
+    non-singleton dimension 1".
+    """
+    out: tuple = ()
+    for shape in shapes:
+        out = _broadcast_pair(out, tuple(shape))
+    return out
+
+
+def _broadcast_pair(a: tuple, b: tuple) -> tuple:
+    if a == b:
+        return a
+    ndim = max(len(a), len(b))
+    out = [0] * ndim
+    for i in range(ndim - 1, -1, -1):
+        off = ndim - 1 - i
+        sa = a[len(a) - 1 - off] if len(a) - 1 - off >= 0 else 1
+        sb = b[len(b) - 1 - off] if len(b) - 1 - off >= 0 else 1
+        if sa != sb and sa != 1 and sb != 1:
             raise RuntimeError(
-                f"The size of tensor a ({out[k]}) must match the size of tensor b ({size}) "
-                f"at non-singleton dimension {k}"
+                f"The size of tensor a ({sa}) must match the size of tensor b ({sb}) at "
+                f"non-singleton dimension {i}"
             )
+        out[i] = sb if sa == 1 else sa
     return tuple(out)
 
 

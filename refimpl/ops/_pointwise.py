@@ -27,7 +27,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.ops._helpers import result_type, sum_to
+from refimpl.ops._helpers import _broadcast_pair, result_type, sum_to
 from refimpl.ops._registry import OpDef, TensorSpec, defop
 
 # -- dtype groups and errors ----------------------------------------------------------
@@ -60,25 +60,8 @@ def dtype_of(x) -> D.dtype:
 
 
 def broadcast_pair(a: tuple, b: tuple) -> tuple:
-    """The broadcast of two shapes; torch's error names the last mismatching dim first.
-
-    (``_helpers.broadcast_shapes`` scans from the first dim, so its message can name
-    another dimension than torch's ``infer_size`` does.)
-    """
-    if a == b:
-        return a
-    ndim = max(len(a), len(b))
-    out = [0] * ndim
-    for i in range(ndim - 1, -1, -1):
-        off = ndim - 1 - i
-        sa = a[len(a) - 1 - off] if len(a) - 1 - off >= 0 else 1
-        sb = b[len(b) - 1 - off] if len(b) - 1 - off >= 0 else 1
-        if sa != sb and sa != 1 and sb != 1:
-            raise RuntimeError(
-                f"The size of tensor a ({sa}) must match the size of tensor b ({sb}) at "
-                f"non-singleton dimension {i}")
-        out[i] = sb if sa == 1 else sa
-    return tuple(out)
+    """The broadcast of two shapes with torch's error (see ``_helpers.broadcast_shapes``)."""
+    return _broadcast_pair(a, b)
 
 
 def shape_of(x) -> tuple:
