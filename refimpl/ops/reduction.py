@@ -103,6 +103,8 @@ def restore_dims(t: Tensor, x: Tensor, axes: tuple, keepdim: bool) -> Tensor:
 
 def expand_grad(grad: Tensor, x: Tensor, axes: tuple, keepdim: bool) -> Tensor:
     """The gradient of a reduction broadcast back over the reduced elements of ``x``."""
+    if grad.dim() == 0:
+        return grad.expand(x.shape)  # a full reduction: one expand, as torch records it
     return restore_dims(grad, x, axes, keepdim).expand(x.shape)
 
 
