@@ -11,10 +11,6 @@ from __future__ import annotations
 from refimpl import _dtype, _tensor_methods
 from refimpl import ops as _ops
 from refimpl._device import device
-from refimpl._generic_streams import Event, Stream
-from refimpl.backends._precision import (
-    get_float32_matmul_precision, set_float32_matmul_precision,
-)
 from refimpl._dtype import (
     bfloat16,
     complex32,
@@ -32,8 +28,13 @@ from refimpl._dtype import (
     set_default_dtype,
     uint8,
 )
+from refimpl._generic_streams import Event, Stream
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Size, Tensor
+from refimpl.backends._precision import (
+    get_float32_matmul_precision,
+    set_float32_matmul_precision,
+)
 
 bool = _dtype.bool_
 half, float, double = float16, float32, float64

@@ -18,7 +18,7 @@ def is_available() -> bool:
 
 def version() -> None:
     """No cuDNN: None, as torch reports without it."""
-    return None
+    return
 
 
 @contextlib.contextmanager

@@ -8,8 +8,15 @@ from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
 
 __all__ = [
-    "broadcast_shapes", "result_type", "compute_np_dtype", "to_np", "sum_to", "wrap_dim",
-    "is_scalar", "np_result", "normalize_dims",
+    "broadcast_shapes",
+    "compute_np_dtype",
+    "is_scalar",
+    "normalize_dims",
+    "np_result",
+    "result_type",
+    "sum_to",
+    "to_np",
+    "wrap_dim",
 ]
 
 

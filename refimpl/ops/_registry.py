@@ -27,8 +27,9 @@ The dispatcher (``refimpl/_dispatch.py``) is the only caller of the kernels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 
 class TensorSpec(NamedTuple):

@@ -259,21 +259,21 @@ def _cast_method(name: str, dtype: D.dtype):
     return method
 
 
-float = _cast_method("float", D.float32)  # noqa: A001 - torch's method names
+float = _cast_method("float", D.float32)
 double = _cast_method("double", D.float64)
 half = _cast_method("half", D.float16)
 bfloat16 = _cast_method("bfloat16", D.bfloat16)
-int = _cast_method("int", D.int32)  # noqa: A001
+int = _cast_method("int", D.int32)
 long = _cast_method("long", D.int64)
 short = _cast_method("short", D.int16)
 char = _cast_method("char", D.int8)
 byte = _cast_method("byte", D.uint8)
-bool = _cast_method("bool", D.bool_)  # noqa: A001
+bool = _cast_method("bool", D.bool_)
 cfloat = _cast_method("cfloat", D.complex64)
 cdouble = _cast_method("cdouble", D.complex128)
 
 
-def type(self: Tensor, dtype=None, non_blocking: bool = False):  # noqa: A001
+def type(self: Tensor, dtype=None, non_blocking: bool = False):
     """The legacy type name (``torch.FloatTensor``), or a copy converted to ``dtype``."""
     if dtype is None:
         prefix = "torch.cuda." if self.device.type == "cuda" else "torch."
