@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import ctypes
 import gc
-import glob
 import io
 import json
 import os
@@ -50,34 +48,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import refimpl as t
+from bench._machine import cpu_model, numpy_blas_threads
 
 RESULTS = Path(__file__).resolve().parent / "results" / "autograd_cpu.json"
 BATCH, WIDTH, LAYERS = 64, 512, 3
 CHAIN = 1000
 FREE_NODES = 150_000
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def numpy_blas_threads() -> int:
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in glob.glob(os.path.join(libdir, "*openblas*")):
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                     "openblas_get_num_threads"):
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.restype = ctypes.c_int
-                return int(fn())
-    return os.cpu_count() or 1
 
 
 def interleaved(fns: dict, repeat: int, warmup: int) -> dict:

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import ctypes
-import glob
 import io
 import json
 import os
@@ -44,33 +42,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import refimpl as t
+from bench._machine import cpu_model, numpy_blas_threads
 
 RESULTS = Path(__file__).resolve().parent / "results" / "core_cpu.json"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def numpy_blas_threads() -> int:
-    """The size of numpy's OpenBLAS thread pool (the cores, when it cannot be asked)."""
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in glob.glob(os.path.join(libdir, "*openblas*")):
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                     "openblas_get_num_threads"):
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.restype = ctypes.c_int
-                return int(fn())
-    return os.cpu_count() or 1
 
 
 def measure(fns: dict, number: int, repeat: int, warmup: int) -> dict:

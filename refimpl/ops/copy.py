@@ -15,10 +15,10 @@ def _same_meta(self, *a, **k) -> TensorSpec:
     return TensorSpec(self._shape, self.dtype, self.device)
 
 
-def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+def _check_copy_source(self: Tensor, src) -> None:
+    """copy_'s argument checks: a tensor that broadcasts to self's shape."""
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'other' must be Tensor, not {type(src).__name__}")
-    from refimpl.cuda import _tensor_ops
     from refimpl.ops._helpers import broadcast_shapes
 
     if broadcast_shapes(self._shape, src._shape) != self._shape:
@@ -26,21 +26,19 @@ def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
             f"output with shape {list(self._shape)} doesn't match the broadcast shape "
             f"{list(broadcast_shapes(self._shape, src._shape))}"
         )
+
+
+def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    _check_copy_source(self, src)
+    from refimpl.cuda import _tensor_ops
+
     _tensor_ops.copy_(self, src, non_blocking=non_blocking)
     self._version_counter.bump()
     return self
 
 
 def _copy_cpu(self: Tensor, src, non_blocking: bool = False) -> Tensor:
-    if not isinstance(src, Tensor):
-        raise TypeError(f"copy_(): argument 'other' must be Tensor, not {type(src).__name__}")
-    from refimpl.ops._helpers import broadcast_shapes
-
-    if broadcast_shapes(self._shape, src._shape) != self._shape:
-        raise RuntimeError(
-            f"output with shape {list(self._shape)} doesn't match the broadcast shape "
-            f"{list(broadcast_shapes(self._shape, src._shape))}"
-        )
+    _check_copy_source(self, src)
     copy_into(self, src)
     return self
 

@@ -50,24 +50,32 @@ def _normal_values(n: int, dt: D.dtype, gen: R.Generator) -> np.ndarray:
     return gen.normal(n, dt is D.float64)
 
 
+def _sample(size, dt: D.dtype, device, values, requires_grad: bool, out) -> Tensor:
+    """A fresh tensor (or ``out``) of ``size`` filled by ``values(n)`` (a host draw)."""
+    shape = _shape_args(size)
+    if out is not None:
+        out.resize_(shape)
+        return _fill_from(out, values(out.numel()))
+    t = empty(*shape, dtype=dt, device=device)
+    _fill_from(t, values(t.numel()))
+    t._version_counter.version = 0  # a fresh tensor starts at version 0
+    return t.requires_grad_(True) if requires_grad else t
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
          out=None) -> Tensor:
     """Uniform values in [0, 1)."""
-    dt = _floating(dtype, "check_uniform_bounds")
-    t = empty(*_shape_args(size), dtype=dt, device=device)
-    _fill_from(t, _uniform_values(t.numel(), dt, _gen(generator)))
-    t._version_counter.version = 0
-    return t.requires_grad_(True) if requires_grad else t
+    dt = _floating(dtype if out is None else out.dtype, "check_uniform_bounds")
+    return _sample(size, dt, device, lambda n: _uniform_values(n, dt, _gen(generator)),
+                   requires_grad, out)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
           out=None) -> Tensor:
     """Standard normal values."""
-    dt = _floating(dtype, "normal_kernel_cpu")
-    t = empty(*_shape_args(size), dtype=dt, device=device)
-    _fill_from(t, _normal_values(t.numel(), dt, _gen(generator)))
-    t._version_counter.version = 0
-    return t.requires_grad_(True) if requires_grad else t
+    dt = _floating(dtype if out is None else out.dtype, "normal_kernel_cpu")
+    return _sample(size, dt, device, lambda n: _normal_values(n, dt, _gen(generator)),
+                   requires_grad, out)
 
 
 def randint(*args, generator=None, dtype=None, device=None, requires_grad: bool = False,
@@ -86,10 +94,9 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad: bool 
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
         )
     dt = D.dtype_from_any(dtype) if dtype is not None else D.int64
-    t = empty(*_shape_args((shape,)), dtype=dt, device=device)
-    _fill_from(t, _gen(generator).integers(t.numel(), int(low), int(high)))
-    t._version_counter.version = 0
-    return t.requires_grad_(True) if requires_grad else t
+    return _sample((shape,), dt, device,
+                   lambda n: _gen(generator).integers(n, int(low), int(high)),
+                   requires_grad, None)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None,
