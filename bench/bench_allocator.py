@@ -11,7 +11,11 @@ Issue 5 asks for refimpl within 2x of torch (alloc+delete) and at least 10x fast
 than the raw driver calls, and within 3x of torch for ``empty``.
 
 CPU (``--cpu-only``, no GPU needed): the pure algorithm on a simulated device
-(``malloc``+``free`` at a cache hit, small and large, and a mixed random workload).
+(``malloc``+``free`` at a cache hit, small and large, and a mixed random workload),
+and the host side of the two GPU benchmarks on a simulated device:
+``caching_allocator_alloc``/``caching_allocator_delete`` and ``empty(262144,
+device="cuda")`` with everything but the device memory (hooks, current stream,
+storage, allocator). ``bench/results/allocator-cpu.json`` holds such a run.
 
 Every figure is the median over ``--repeats`` timed loops of the per-operation time,
 in microseconds.
@@ -81,6 +85,42 @@ def cpu_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
         "malloc_free_512b_hit": timed(pair(512), loops, repeats),
         "malloc_free_30mib_hit": timed(pair(30 * MiB), loops, repeats),
         "mixed_random_op": timed(mixed, loops, repeats),
+    }
+
+
+def simulated_cuda_benchmarks(loops: int, repeats: int) -> dict[str, Any]:
+    """The host side of the GPU benchmarks, on a simulated device 0 (``--cpu-only``).
+
+    CUDA is marked initialised without touching a driver and device 0's allocator
+    gets an ``AddressSpaceSource``, so the whole Python path runs and no memory is
+    ever read or written. This leaves the process unfit for real CUDA work: it is
+    only done in ``--cpu-only`` runs.
+    """
+    import refimpl
+    from refimpl.cuda import _allocator, _device, _lazy, memory
+    from refimpl.cuda._allocator import AddressSpaceSource
+
+    _lazy._initialized = True
+    _device._cached_device_count = 1
+    _allocator.reset_device_allocators()
+    _allocator.set_segment_source_factory(lambda index: AddressSpaceSource(1 << 40))
+
+    def alloc_delete() -> None:
+        memory.caching_allocator_delete(memory.caching_allocator_alloc(MiB))
+
+    def alloc_delete_stream0() -> None:
+        memory.caching_allocator_delete(memory.caching_allocator_alloc(MiB, 0, 0))
+
+    def empty() -> None:
+        x = refimpl.empty(262144, device="cuda")
+        del x
+
+    return {
+        "caching_allocator_alloc_delete_1mib": timed(alloc_delete, loops, repeats),
+        "caching_allocator_alloc_delete_1mib_device_stream_given": timed(
+            alloc_delete_stream0, loops, repeats
+        ),
+        "empty_release_262144": timed(empty, loops, repeats),
     }
 
 
@@ -206,7 +246,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     report: dict[str, Any] = {"machine": machine(), "cpu": cpu_benchmarks(args.loops, args.repeats)}
-    if not args.cpu_only:
+    if args.cpu_only:
+        report["cpu_simulated_cuda"] = simulated_cuda_benchmarks(args.loops, args.repeats)
+    else:
         report["gpu"] = gpu_benchmarks(args.loops, args.repeats)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -54,18 +54,37 @@ class BlockPool:
     def insert(self, block: Block) -> None:
         """Put a free block into its stream's list (and stamp its GC age base)."""
         block.gc_count_base = self.gc_calls
+        self.blocks[block.address] = block
         keys = self.keys.get(block.stream)
         if keys is None:
             self.keys[block.stream] = [block.size << 64 | block.address]
         else:
             insort(keys, block.size << 64 | block.address)
-        self.blocks[block.address] = block
 
     def remove(self, block: Block) -> None:
         """Take a free block out of its stream's list."""
         keys = self.keys[block.stream]
         del keys[bisect_left(keys, block.size << 64 | block.address)]
         del self.blocks[block.address]
+
+    def replace(self, old: Block, new: Block) -> None:
+        """Put ``new`` in the place of the free block ``old``, which it absorbed (a merge).
+
+        ``new`` is the larger, so its key is too; when no other key lies between the
+        two, the new key takes the old one's slot in the sorted list (no search for
+        a place, no shifting).
+        """
+        del self.blocks[old.address]
+        new.gc_count_base = self.gc_calls
+        self.blocks[new.address] = new
+        keys = self.keys[new.stream]
+        index = bisect_left(keys, old.size << 64 | old.address)
+        key = new.size << 64 | new.address
+        if index + 1 == len(keys) or key < keys[index + 1]:
+            keys[index] = key
+        else:
+            del keys[index]
+            insort(keys, key)
 
     def ordered(self) -> list[Block]:
         """All free blocks in torch's set order: stream, then size, then address."""
@@ -107,7 +126,9 @@ class Block:
         self.prev: Block | None = None
         self.next: Block | None = None
         self.event_count = 0
-        self.stream_uses: dict[int, None] = {}
+        # Other streams the block is used on (record_stream); None, not an empty dict,
+        # until there is one: a dict per block would cost a fifth of a block's creation.
+        self.stream_uses: dict[int, None] | None = None
         self.gc_count_base = 0
         self.context: Frames | None = None
         self.segment_context: Frames | None = None

@@ -146,7 +146,7 @@ def check_invariants(allocator: CachingAllocator) -> None:
         stats = allocator.stats
         for name, values in expected.items():
             for index, value in enumerate(values):
-                stat = stats.get(name, 4 * index)
+                stat = stats.get(name, index)
                 if stat[0] != value:
                     _fail(f"{name}[{index}].current is {stat[0]}, the blocks say {value}")
                 if stat[0] < 0 or stat[1] < stat[0]:

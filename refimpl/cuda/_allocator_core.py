@@ -8,7 +8,7 @@ come from a ``SegmentSource``.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,8 +28,6 @@ from refimpl.cuda._allocator_stats import (
     format_size,
     single_decrease,
     single_increase,
-    stat_decrease,
-    stat_increase,
 )
 from refimpl.cuda._errors import OutOfMemoryError
 from refimpl.cuda._snapshot import Frames, History, RecordContext
@@ -46,6 +44,10 @@ _ADDRESS_MASK = (1 << 64) - 1
 
 
 OOMObserver = Callable[[int, int, int, int], Any]
+
+
+class _NoMemory(Exception):
+    """Raised inside an operation when a request cannot be served: (segment size, message)."""
 
 
 class CachingAllocator:
@@ -94,20 +96,24 @@ class CachingAllocator:
         provide one after freeing the cache.
         """
         context = self.history.gather(RecordContext.STATE) if self.history.level else None
-        with self.lock:
+        # acquire()/release() rather than ``with``: the with statement costs twice as much.
+        lock = self.lock
+        lock.acquire()
+        try:
             if self._busy:
                 raise RuntimeError("caching allocator re-entered: malloc during an operation")
             self._busy = True
             try:
-                block = self._malloc(size, stream, context)
+                return self._malloc(size, stream, context)
+            except _NoMemory as failure:
+                alloc_size, message = failure.args
+                observers = list(self.oom_observers)
             finally:
                 self._busy = False
                 if self._deferred:
                     self._free_deferred()
-            if not isinstance(block, tuple):
-                return block
-            alloc_size, message = block
-            observers = list(self.oom_observers)
+        finally:
+            lock.release()
         # Observers run without the lock, as in torch (they may call back in).
         free_bytes, total = self.source.mem_get_info()
         limit = self.allowed_memory_maximum if self.set_fraction else total
@@ -115,8 +121,12 @@ class CachingAllocator:
             observer(self.device, alloc_size, limit, free_bytes)
         raise OutOfMemoryError(message)
 
-    def _malloc(self, size: int, stream: int, context: Frames | None) -> Block | tuple[int, str]:
-        """The block for a request, or (segment size, OOM message) when there is none."""
+    def _malloc(self, size: int, stream: int, context: Frames | None) -> Block:
+        """The block for a request (lock held, operation under way).
+
+        Raises :class:`_NoMemory` when there is none. A cache hit (the common case)
+        runs from top to bottom of this one method: it is the allocator's hot path.
+        """
         if self._events:
             self._process_events(context)
         config = self.config
@@ -125,9 +135,10 @@ class CachingAllocator:
         else:
             rounded = (size + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE
         pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
-        # Best fit: the smallest free block of this stream that is large enough.
         if self.set_fraction and config.garbage_collection_threshold > 0.0:
             pool.gc_calls += 1
+        max_split = config.max_split_size
+        # Best fit: the smallest free block of this stream that is large enough.
         block = None
         keys = pool.keys.get(stream)
         if keys:
@@ -135,7 +146,6 @@ class CachingAllocator:
             if index < len(keys):
                 key = keys[index]
                 found = key >> 64
-                max_split = config.max_split_size
                 # An oversize block serves only oversize requests, and at most
                 # max_non_split_rounding bytes larger than them.
                 if (
@@ -143,14 +153,71 @@ class CachingAllocator:
                     if rounded < max_split
                     else found < rounded + config.max_non_split_rounding_size
                 ):
-                    del keys[index]
                     block = pool.blocks.pop(key & _ADDRESS_MASK)
         if block is None:
             alloc_size = allocation_size(rounded)
             block = self._reserve(pool, stream, rounded, alloc_size, context)
             if block is None:
-                return alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
-        return self._alloc_found_block(block, rounded, size, stream, context)
+                raise _NoMemory(
+                    alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
+                )
+            keys = None  # the block is new: it has no key in a free list
+
+        # Hand out the block, splitting off the rest as a free remainder if it is
+        # large enough (512 bytes in the small pool; more than 1 MiB in the large
+        # pool, where oversize blocks are never split).
+        remaining_size = block.size - rounded
+        if pool.is_small:
+            split = remaining_size >= K_MIN_BLOCK_SIZE
+        else:
+            split = rounded < max_split and remaining_size > K_SMALL_SIZE
+        if split:
+            # The found block stays free as the remainder; a new block takes its front.
+            remaining = block
+            block = Block(stream, rounded, pool, remaining.address)
+            prev = block.prev = remaining.prev
+            if prev is not None:
+                prev.next = block
+                split_blocks, split_bytes = 0, -rounded  # a free split block shrank
+            elif remaining.next is not None:
+                split_blocks, split_bytes = 0, -rounded
+            else:
+                split_blocks, split_bytes = 1, remaining_size  # a new free remainder
+            block.next = remaining
+            remaining.prev = block
+            address = remaining.address = remaining.address + rounded
+            remaining.size = remaining_size
+            if keys is None:
+                pool.insert(remaining)  # the rest of a new segment
+            else:
+                # The remainder is the found block, moved up: its key, smaller than the
+                # found key still at keys[index], takes that slot when no other key lies
+                # between them (no search for a place, no shifting).
+                remaining.gc_count_base = pool.gc_calls
+                pool.blocks[address] = remaining
+                key = remaining_size << 64 | address
+                if index == 0 or keys[index - 1] < key:
+                    keys[index] = key
+                else:
+                    del keys[index]
+                    insort(keys, key)
+        else:
+            if keys is not None:
+                del keys[index]
+            if block.prev is not None or block.next is not None:
+                split_blocks, split_bytes = -1, -block.size  # a free split block taken whole
+            else:
+                split_blocks = split_bytes = 0
+        block.allocated = True
+        block.requested_size = size
+        block.context = context
+        if self.history.enabled:
+            self.history.record("alloc", block.address, size, stream, context)
+        self._by_address[block.address] = block
+        self.stats.record_alloc(pool.stat_index, block.size, size, split_blocks, split_bytes)
+        if block.size >= max_split:
+            single_increase(self.stats.oversize_allocations, 1)
+        return block
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block | None:
         """Tensor-storage allocation: None for 0 bytes, torch's 1 EB guard, then :meth:`malloc`."""
@@ -163,7 +230,9 @@ class CachingAllocator:
     def free(self, block: Block) -> None:
         """Give a block back; it becomes reusable once its other-stream uses complete."""
         context = self.history.gather(RecordContext.ALL) if self.history.level else None
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             if not block.allocated:
                 raise RuntimeError(f"double free of block at {block.address:#x}")
             if self._busy:
@@ -176,6 +245,8 @@ class CachingAllocator:
                 self._busy = False
                 if self._deferred:
                     self._free_deferred()
+        finally:
+            lock.release()
 
     def _free(self, block: Block, context: Frames | None) -> None:
         del self._by_address[block.address]
@@ -195,7 +266,7 @@ class CachingAllocator:
             self.stats.record_free_requested(block.pool.stat_index, size)
             self._insert_events(block)
         else:
-            self._free_block(block, context, requested_now=True)
+            self._free_block(block, context, True)
 
     def _free_deferred(self) -> None:
         """Complete the frees that arrived during an operation (lock held, not busy)."""
@@ -231,7 +302,10 @@ class CachingAllocator:
         """Note that ``block`` is used on ``stream`` (``Tensor.record_stream``)."""
         with self.lock:
             if stream != block.stream:
-                block.stream_uses[stream] = None
+                if block.stream_uses is None:
+                    block.stream_uses = {stream: None}
+                else:
+                    block.stream_uses[stream] = None
 
     def empty_cache(self) -> None:
         """Wait for pending frees, then return every unsplit cached segment to the source."""
@@ -362,53 +436,12 @@ class CachingAllocator:
             return None
         self.total_reserved += size
         block = Block(stream, size, pool, address)
-        stat_increase(stats.segment, pool.stat_index, 1)
-        stat_increase(stats.reserved_bytes, pool.stat_index, size)
+        stats.record_segment_alloc(pool.stat_index, size)
         if size >= self.config.max_split_size:
             single_increase(stats.oversize_segments, 1)
         stats.num_device_alloc += 1
         self.history.record("segment_alloc", address, size, stream, context)
         block.segment_context = context
-        return block
-
-    def _alloc_found_block(
-        self, block: Block, size: int, requested: int, stream: int, context: Frames | None
-    ) -> Block:
-        stats = self.stats
-        pool = block.pool
-        pool_index = pool.stat_index
-        remaining_size = block.size - size
-        if pool.is_small:
-            split = remaining_size >= K_MIN_BLOCK_SIZE
-        else:
-            split = size < self.config.max_split_size and remaining_size > K_SMALL_SIZE
-        already_split = block.prev is not None or block.next is not None
-        if split:
-            remaining = block
-            block = Block(stream, size, pool, remaining.address)
-            block.prev = remaining.prev
-            if block.prev is not None:
-                block.prev.next = block
-            block.next = remaining
-            remaining.prev = block
-            remaining.address += size
-            remaining.size = remaining_size
-            pool.insert(remaining)
-            # A new free remainder, or an already split free block that shrank.
-            split_blocks, split_bytes = (0, -size) if already_split else (1, remaining_size)
-        elif already_split:
-            split_blocks, split_bytes = -1, -block.size  # a free split block is taken whole
-        else:
-            split_blocks = split_bytes = 0
-        block.allocated = True
-        block.requested_size = requested
-        block.context = context
-        if self.history.enabled:
-            self.history.record("alloc", block.address, requested, block.stream, context)
-        self._by_address[block.address] = block
-        stats.record_alloc(pool_index, block.size, requested, split_blocks, split_bytes)
-        if block.size >= self.config.max_split_size:
-            single_increase(stats.oversize_allocations, 1)
         return block
 
     def _free_block(
@@ -425,50 +458,60 @@ class CachingAllocator:
                 context or block.context,
             )
         block.context = None
-        original_size = block.size
-        requested = block.requested_size
+        original_size = size = block.size
         pool = block.pool
-        net_blocks = 0
-        net_bytes = 0
-        for candidate in (block.prev, block.next):
-            if (
-                candidate is not None
-                and not candidate.allocated
-                and not candidate.event_count
-                and not candidate.stream_uses
-            ):
-                net_blocks -= 1
-                net_bytes -= self._merge(block, candidate, pool)
-        pool.insert(block)
-        if block.prev is not None or block.next is not None:
+        # A neighbour merges when it is free: not allocated and not waiting for events.
+        net_blocks = net_bytes = 0
+        absorbed = None  # the last neighbour merged in: the block takes its free-list slot
+        prev = block.prev
+        if (
+            prev is not None
+            and not prev.allocated
+            and not prev.event_count
+            and not prev.stream_uses
+        ):
+            absorbed = prev
+            block.address = prev.address
+            # The segment's allocation context lives on its first block.
+            block.segment_context = prev.segment_context
+            size += prev.size
+            net_blocks -= 1
+            net_bytes -= prev.size
+            prev = block.prev = prev.prev
+            if prev is not None:
+                prev.next = block
+        nxt = block.next
+        if (
+            nxt is not None
+            and not nxt.allocated
+            and not nxt.event_count
+            and not nxt.stream_uses
+        ):
+            if absorbed is not None:
+                pool.remove(absorbed)
+            absorbed = nxt
+            size += nxt.size
+            net_blocks -= 1
+            net_bytes -= nxt.size
+            nxt = block.next = nxt.next
+            if nxt is not None:
+                nxt.prev = block
+        block.size = size
+        if absorbed is None:
+            pool.insert(block)
+        else:
+            pool.replace(absorbed, block)
+        if prev is not None or nxt is not None:
             net_blocks += 1
-            net_bytes += block.size
+            net_bytes += size
         if requested_now:
             self.stats.record_free(
-                pool.stat_index, original_size, requested, net_blocks, net_bytes
+                pool.stat_index, original_size, block.requested_size, net_blocks, net_bytes
             )
         else:
             self.stats.record_free_completed(
-                pool.stat_index, original_size, requested, net_blocks, net_bytes
+                pool.stat_index, original_size, block.requested_size, net_blocks, net_bytes
             )
-
-    @staticmethod
-    def _merge(dst: Block, src: Block, pool: BlockPool) -> int:
-        """Absorb the free neighbour ``src`` into ``dst``; return the bytes absorbed."""
-        if dst.prev is src:
-            dst.address = src.address
-            dst.prev = src.prev
-            if dst.prev is not None:
-                dst.prev.next = dst
-            # The segment's allocation context lives on its first block.
-            dst.segment_context = src.segment_context
-        else:
-            dst.next = src.next
-            if dst.next is not None:
-                dst.next.prev = dst
-        pool.remove(src)
-        dst.size += src.size
-        return src.size
 
     def _release_block(self, block: Block, context: Frames | None) -> None:
         stats = self.stats
@@ -480,8 +523,7 @@ class CachingAllocator:
         block.pool.remove(block)
         self.source.free(block.address, block.size)
         self.total_reserved -= block.size
-        stat_decrease(stats.segment, block.pool.stat_index, 1)
-        stat_decrease(stats.reserved_bytes, block.pool.stat_index, block.size)
+        stats.record_segment_free(block.pool.stat_index, block.size)
         if block.size >= self.config.max_split_size:
             single_decrease(stats.oversize_segments, 1)
 
@@ -555,7 +597,7 @@ class CachingAllocator:
 
     def _insert_events(self, block: Block) -> None:
         streams = list(block.stream_uses)
-        block.stream_uses = {}
+        block.stream_uses = None
         self._pending.add(block)
         for stream in streams:
             event = self.source.record_event(stream)

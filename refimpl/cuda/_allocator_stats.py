@@ -8,6 +8,29 @@ stats come as an array over three *pool types*: ``all``, ``small_pool`` and
 
 The families and scalars are exactly those torch 2.11 reports; the nested layout
 is the one ``torch._C._cuda_memoryStats`` returns.
+
+How they are kept. These counters move on every allocation and free, so their
+layout is chosen for what costs least in Python: plain attributes, a handful per
+event.
+
+* Each pool (small, large) has a :class:`PoolCounters` with, per family ``F``, the
+  attributes ``F`` (current), ``F_peak``, ``F_freed`` and ``F_base`` (the current
+  value at the last accumulated-stats reset): ``allocated`` is then
+  ``current - base + freed`` and needs no update of its own.
+* The ``all`` pool type is the sum of the two pools, except its peaks, which a
+  third :class:`PoolCounters` (``aggregate``) keeps.
+* ``active`` and ``active_bytes`` are not counters of their own. A block is
+  active while allocated or *pending* (freed, waiting for events of other
+  streams), so ``active = allocation + pending``, and the same for the bytes:
+  only ``pending``/``pending_bytes`` are counted, and they are zero unless
+  ``record_stream`` is used. The peak of ``active`` is the larger of the peak of
+  ``allocation`` and ``active_peak``, a peak that is raised only at allocations
+  made while some block is pending. Why this is exact: active rises only at
+  allocations; at one made while nothing is pending, active equals allocation,
+  whose peak covers it, and at any other, ``active_peak`` does. Its ``allocated``
+  is that of ``allocation`` (both rise at each allocation and only then); its
+  ``freed`` is that of ``allocation`` less the blocks that became pending since
+  the last reset and have not completed: ``- pending + pending_base``.
 """
 
 from __future__ import annotations
@@ -19,19 +42,14 @@ __all__ = [
     "POOL_TYPE_NAMES",
     "SMALL_POOL",
     "DeviceStats",
+    "PoolCounters",
     "format_size",
     "single_decrease",
     "single_increase",
-    "stat_decrease",
-    "stat_increase",
 ]
 
-# Layout of a family's flat list of 12 ints. The pools hold [current, peak, freed,
-# base] at SMALL_POOL (4) and LARGE_POOL (8): "allocated" is current - base + freed
-# (base is the current value at the last accumulated-stats reset). The "all" pool
-# type is the sum of the two, except its peak, kept at index 1. Updating two ints
-# instead of eight per event is what keeps allocation cheap in Python.
-AGGREGATE, SMALL_POOL, LARGE_POOL = 0, 4, 8
+# Pool types, as indices into DeviceStats.pools and POOL_TYPE_NAMES.
+AGGREGATE, SMALL_POOL, LARGE_POOL = 0, 1, 2
 POOL_TYPE_NAMES = ("all", "small_pool", "large_pool")
 STAT_FIELDS = ("current", "peak", "allocated", "freed")
 
@@ -47,6 +65,9 @@ FAMILIES = (
     "inactive_split_bytes",
     "requested_bytes",
 )
+# The families derived from allocation + pending (see the module docstring).
+_DERIVED = {"active": ("allocation", "pending"), "active_bytes": ("allocated_bytes", "pending_bytes")}
+_COUNTED = tuple(name for name in FAMILIES if name not in _DERIVED)
 _SCALARS = (
     "num_alloc_retries",
     "num_ooms",
@@ -56,31 +77,11 @@ _SCALARS = (
 )
 
 
-def stat_increase(stat: list[int], pool: int, amount: int) -> None:
-    """Raise a family's ``pool`` entry (and so its ``all`` entry) by ``amount``.
-
-    ``pool`` is ``SMALL_POOL`` or ``LARGE_POOL`` (lone stats such as the oversize
-    counters use :func:`single_increase`).
-    """
-    current = stat[pool] = stat[pool] + amount
-    if current > stat[pool + 1]:  # noqa: PLR1730 - max() is a call; this runs per allocation
-        stat[pool + 1] = current
-    current = stat[4] + stat[8]
-    if current > stat[1]:  # noqa: PLR1730 - as above
-        stat[1] = current
-
-
-def stat_decrease(stat: list[int], pool: int, amount: int) -> None:
-    """Lower a family's ``pool`` entry (and so its ``all`` entry) by ``amount``."""
-    stat[pool] -= amount
-    stat[pool + 2] += amount
-
-
 def single_increase(stat: list[int], amount: int) -> None:
     """Raise a lone ``[current, peak, allocated, freed]`` stat by ``amount``."""
     current = stat[0] + amount
     stat[0] = current
-    if current > stat[1]:  # noqa: PLR1730 - as above
+    if current > stat[1]:  # noqa: PLR1730 - max() is a call; this runs per allocation
         stat[1] = current
     stat[2] += amount
 
@@ -91,11 +92,54 @@ def single_decrease(stat: list[int], amount: int) -> None:
     stat[3] += amount
 
 
-class DeviceStats:
-    """All counters of one device's allocator.
+class PoolCounters:
+    """The counters of one pool: ``F``, ``F_peak``, ``F_freed`` and ``F_base`` for each
+    counted family ``F``, the pending counts, and the peaks of active while pending.
 
-    Each family attribute is a flat list of 12 ints laid out as described above;
-    read a pool type's ``[current, peak, allocated, freed]`` with :meth:`get` and a
+    In the ``aggregate`` instance of :class:`DeviceStats` only the peaks are used.
+    """
+
+    __slots__ = (
+        *(name + suffix for name in _COUNTED for suffix in ("", "_peak", "_freed", "_base")),
+        "pending",
+        "pending_base",
+        "pending_bytes",
+        "pending_bytes_base",
+        "active_peak",
+        "active_bytes_peak",
+    )
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def stat(self, family: str) -> list[int]:
+        """``[current, peak, allocated, freed]`` of ``family`` in this pool."""
+        derived = _DERIVED.get(family)
+        if derived is not None:
+            counted, pending = derived
+            current, peak, allocated, freed = self.stat(counted)
+            waiting = getattr(self, pending)
+            return [
+                current + waiting,
+                max(peak, getattr(self, family + "_peak")),
+                allocated,
+                freed - waiting + getattr(self, pending + "_base"),
+            ]
+        current = getattr(self, family)
+        freed = getattr(self, family + "_freed")
+        return [
+            current,
+            getattr(self, family + "_peak"),
+            current - getattr(self, family + "_base") + freed,
+            freed,
+        ]
+
+
+class DeviceStats:
+    """All counters of one device's allocator (laid out as the module docstring says).
+
+    Read a pool type's ``[current, peak, allocated, freed]`` with :meth:`get` and a
     current value with :meth:`current`. ``oversize_allocations`` and
     ``oversize_segments`` are plain ``[current, peak, allocated, freed]`` lists.
     ``max_split_size`` is fixed when the allocator is created (torch reads the
@@ -103,16 +147,21 @@ class DeviceStats:
     """
 
     __slots__ = (
-        *FAMILIES,
         *_SCALARS,
+        "aggregate",
+        "large",
         "max_split_size",
         "oversize_allocations",
         "oversize_segments",
+        "pools",
+        "small",
     )
 
     def __init__(self, max_split_size: int) -> None:
-        for name in FAMILIES:
-            setattr(self, name, [0] * 12)
+        self.aggregate = PoolCounters()
+        self.small = PoolCounters()
+        self.large = PoolCounters()
+        self.pools = (self.aggregate, self.small, self.large)
         for name in _SCALARS:
             setattr(self, name, 0)
         self.oversize_allocations = [0, 0, 0, 0]
@@ -121,20 +170,24 @@ class DeviceStats:
 
     def get(self, family: str, pool: int = AGGREGATE) -> list[int]:
         """``[current, peak, allocated, freed]`` of ``family`` for one pool type."""
-        stat = getattr(self, family)
         if pool != AGGREGATE:
-            current, peak, freed, base = stat[pool : pool + 4]
-            return [current, peak, current - base + freed, freed]
-        small, large = self.get(family, SMALL_POOL), self.get(family, LARGE_POOL)
-        return [small[0] + large[0], stat[1], small[2] + large[2], small[3] + large[3]]
+            return self.pools[pool].stat(family)
+        small, large = self.small.stat(family), self.large.stat(family)
+        aggregate = self.aggregate
+        derived = _DERIVED.get(family)
+        if derived is None:
+            peak = getattr(aggregate, family + "_peak")
+        else:
+            peak = max(getattr(aggregate, derived[0] + "_peak"), getattr(aggregate, family + "_peak"))
+        return [small[0] + large[0], peak, small[2] + large[2], small[3] + large[3]]
 
     def current(self, family: str) -> int:
         """The current value of ``family`` over both pools."""
-        stat = getattr(self, family)
-        return stat[4] + stat[8]
+        return self.get(family)[0]
 
-    # The record_* methods run on every allocation and free; they are written out
-    # rather than looped (see the layout note above).
+    # The record_* methods run on every allocation and free. They are written out,
+    # family by family, with no loops or helper calls: each attribute read, call
+    # and loop step costs measurable time in Python.
 
     def record_alloc(
         self, pool: int, size: int, requested: int, split_blocks: int, split_bytes: int
@@ -144,108 +197,205 @@ class DeviceStats:
         ``split_blocks``/``split_bytes``: the change in inactive split blocks and bytes
         (a split leaves a free remainder; taking a free split block removes one).
         """
-        peak = pool + 1
-        stat = self.allocation
-        c = stat[pool] = stat[pool] + 1
-        if c > stat[peak]:  # noqa: PLR1730 - max() is a call; this is the hot path
-            stat[peak] = c
-        c = stat[4] + stat[8]
-        if c > stat[1]:  # noqa: PLR1730
-            stat[1] = c
-        stat = self.active
-        c = stat[pool] = stat[pool] + 1
-        if c > stat[peak]:  # noqa: PLR1730
-            stat[peak] = c
-        c = stat[4] + stat[8]
-        if c > stat[1]:  # noqa: PLR1730
-            stat[1] = c
-        stat = self.allocated_bytes
-        c = stat[pool] = stat[pool] + size
-        if c > stat[peak]:  # noqa: PLR1730
-            stat[peak] = c
-        c = stat[4] + stat[8]
-        if c > stat[1]:  # noqa: PLR1730
-            stat[1] = c
-        stat = self.active_bytes
-        c = stat[pool] = stat[pool] + size
-        if c > stat[peak]:  # noqa: PLR1730
-            stat[peak] = c
-        c = stat[4] + stat[8]
-        if c > stat[1]:  # noqa: PLR1730
-            stat[1] = c
-        stat = self.requested_bytes
-        c = stat[pool] = stat[pool] + requested
-        if c > stat[peak]:  # noqa: PLR1730
-            stat[peak] = c
-        c = stat[4] + stat[8]
-        if c > stat[1]:  # noqa: PLR1730
-            stat[1] = c
-        if split_blocks or split_bytes:
-            self._record_split(pool, split_blocks, split_bytes)
+        counters = self.pools[pool]
+        small, large, aggregate = self.small, self.large, self.aggregate
+        c = counters.allocation + 1
+        counters.allocation = c
+        if c > counters.allocation_peak:  # noqa: PLR1730 - max() is a call; this is the hot path
+            counters.allocation_peak = c
+        c = small.allocation + large.allocation
+        if c > aggregate.allocation_peak:  # noqa: PLR1730
+            aggregate.allocation_peak = c
+        c = counters.allocated_bytes + size
+        counters.allocated_bytes = c
+        if c > counters.allocated_bytes_peak:  # noqa: PLR1730
+            counters.allocated_bytes_peak = c
+        c = small.allocated_bytes + large.allocated_bytes
+        if c > aggregate.allocated_bytes_peak:  # noqa: PLR1730
+            aggregate.allocated_bytes_peak = c
+        c = counters.requested_bytes + requested
+        counters.requested_bytes = c
+        if c > counters.requested_bytes_peak:  # noqa: PLR1730
+            counters.requested_bytes_peak = c
+        c = small.requested_bytes + large.requested_bytes
+        if c > aggregate.requested_bytes_peak:  # noqa: PLR1730
+            aggregate.requested_bytes_peak = c
+        if small.pending or large.pending:
+            self._raise_active_peaks(counters)
+        # record_split written out: allocations that split a block are the common case.
+        if split_blocks > 0:
+            c = counters.inactive_split + split_blocks
+            counters.inactive_split = c
+            if c > counters.inactive_split_peak:  # noqa: PLR1730
+                counters.inactive_split_peak = c
+            c = small.inactive_split + large.inactive_split
+            if c > aggregate.inactive_split_peak:  # noqa: PLR1730
+                aggregate.inactive_split_peak = c
+        elif split_blocks < 0:
+            counters.inactive_split += split_blocks
+            counters.inactive_split_freed -= split_blocks
+        if split_bytes > 0:
+            c = counters.inactive_split_bytes + split_bytes
+            counters.inactive_split_bytes = c
+            if c > counters.inactive_split_bytes_peak:  # noqa: PLR1730
+                counters.inactive_split_bytes_peak = c
+            c = small.inactive_split_bytes + large.inactive_split_bytes
+            if c > aggregate.inactive_split_bytes_peak:  # noqa: PLR1730
+                aggregate.inactive_split_bytes_peak = c
+        elif split_bytes < 0:
+            counters.inactive_split_bytes += split_bytes
+            counters.inactive_split_bytes_freed -= split_bytes
 
-    def _record_split(self, pool: int, blocks: int, nbytes: int) -> None:
-        # A split adds one block and its bytes; a merge or a reuse removes them.
+    def _raise_active_peaks(self, counters: PoolCounters) -> None:
+        # An allocation while blocks are pending: active may pass allocation's peak.
+        small, large, aggregate = self.small, self.large, self.aggregate
+        c = counters.allocation + counters.pending
+        if c > counters.active_peak:  # noqa: PLR1730
+            counters.active_peak = c
+        c = counters.allocated_bytes + counters.pending_bytes
+        if c > counters.active_bytes_peak:  # noqa: PLR1730
+            counters.active_bytes_peak = c
+        c = small.allocation + small.pending + large.allocation + large.pending
+        if c > aggregate.active_peak:  # noqa: PLR1730
+            aggregate.active_peak = c
+        c = small.allocated_bytes + small.pending_bytes + large.allocated_bytes + large.pending_bytes
+        if c > aggregate.active_bytes_peak:  # noqa: PLR1730
+            aggregate.active_bytes_peak = c
+
+    def record_split(self, pool: int, blocks: int, nbytes: int) -> None:
+        """Inactive split blocks and bytes changed by ``blocks`` and ``nbytes`` (either sign).
+
+        A split adds a free remainder; taking a free split block whole, or a merge,
+        removes one.
+        """
+        counters = self.pools[pool]
         if blocks > 0:
-            stat_increase(self.inactive_split, pool, blocks)
+            c = counters.inactive_split + blocks
+            counters.inactive_split = c
+            if c > counters.inactive_split_peak:  # noqa: PLR1730
+                counters.inactive_split_peak = c
+            c = self.small.inactive_split + self.large.inactive_split
+            if c > self.aggregate.inactive_split_peak:  # noqa: PLR1730
+                self.aggregate.inactive_split_peak = c
         elif blocks < 0:
-            stat_decrease(self.inactive_split, pool, -blocks)
+            counters.inactive_split += blocks
+            counters.inactive_split_freed -= blocks
         if nbytes > 0:
-            stat_increase(self.inactive_split_bytes, pool, nbytes)
+            c = counters.inactive_split_bytes + nbytes
+            counters.inactive_split_bytes = c
+            if c > counters.inactive_split_bytes_peak:  # noqa: PLR1730
+                counters.inactive_split_bytes_peak = c
+            c = self.small.inactive_split_bytes + self.large.inactive_split_bytes
+            if c > self.aggregate.inactive_split_bytes_peak:  # noqa: PLR1730
+                self.aggregate.inactive_split_bytes_peak = c
         elif nbytes < 0:
-            stat_decrease(self.inactive_split_bytes, pool, -nbytes)
+            counters.inactive_split_bytes += nbytes
+            counters.inactive_split_bytes_freed -= nbytes
 
     def record_free(
         self, pool: int, size: int, requested: int, split_blocks: int, split_bytes: int
     ) -> None:
-        """:meth:`record_free_requested` and :meth:`record_free_completed` at once."""
-        freed = pool + 2
-        stat = self.allocation
-        stat[pool] -= 1
-        stat[freed] += 1
-        stat = self.active
-        stat[pool] -= 1
-        stat[freed] += 1
-        stat = self.allocated_bytes
-        stat[pool] -= size
-        stat[freed] += size
-        stat = self.active_bytes
-        stat[pool] -= size
-        stat[freed] += size
-        stat = self.requested_bytes
-        stat[pool] -= requested
-        stat[freed] += requested
-        if split_blocks or split_bytes:
-            self._record_split(pool, split_blocks, split_bytes)
+        """A block of ``size`` bytes came back and is reusable at once (no other-stream
+        uses): :meth:`record_free_requested` and :meth:`record_free_completed` in one."""
+        counters = self.pools[pool]
+        counters.allocation -= 1
+        counters.allocation_freed += 1
+        counters.allocated_bytes -= size
+        counters.allocated_bytes_freed += size
+        counters.requested_bytes -= requested
+        counters.requested_bytes_freed += requested
+        # record_split written out: frees that merge with a free neighbour are the
+        # common case.
+        if split_blocks < 0:
+            counters.inactive_split += split_blocks
+            counters.inactive_split_freed -= split_blocks
+        elif split_blocks > 0:
+            c = counters.inactive_split + split_blocks
+            counters.inactive_split = c
+            if c > counters.inactive_split_peak:  # noqa: PLR1730
+                counters.inactive_split_peak = c
+            c = self.small.inactive_split + self.large.inactive_split
+            if c > self.aggregate.inactive_split_peak:  # noqa: PLR1730
+                self.aggregate.inactive_split_peak = c
+        if split_bytes < 0:
+            counters.inactive_split_bytes += split_bytes
+            counters.inactive_split_bytes_freed -= split_bytes
+        elif split_bytes > 0:
+            c = counters.inactive_split_bytes + split_bytes
+            counters.inactive_split_bytes = c
+            if c > counters.inactive_split_bytes_peak:  # noqa: PLR1730
+                counters.inactive_split_bytes_peak = c
+            c = self.small.inactive_split_bytes + self.large.inactive_split_bytes
+            if c > self.aggregate.inactive_split_bytes_peak:  # noqa: PLR1730
+                self.aggregate.inactive_split_bytes_peak = c
 
     def record_free_requested(self, pool: int, size: int) -> None:
-        """A block of ``size`` bytes was given back by its user."""
-        stat_decrease(self.allocation, pool, 1)
-        stat_decrease(self.allocated_bytes, pool, size)
+        """A block of ``size`` bytes was given back by its user; it is pending until
+        its uses on other streams complete."""
+        counters = self.pools[pool]
+        counters.allocation -= 1
+        counters.allocation_freed += 1
+        counters.allocated_bytes -= size
+        counters.allocated_bytes_freed += size
+        counters.pending += 1
+        counters.pending_bytes += size
 
     def record_free_completed(
         self, pool: int, size: int, requested: int, split_blocks: int, split_bytes: int
     ) -> None:
-        """A freed block became reusable; inactive split blocks/bytes changed by the deltas."""
-        stat_decrease(self.active, pool, 1)
-        stat_decrease(self.active_bytes, pool, size)
-        stat_decrease(self.requested_bytes, pool, requested)
+        """A pending block became reusable; inactive split blocks/bytes changed by the deltas."""
+        counters = self.pools[pool]
+        counters.pending -= 1
+        counters.pending_bytes -= size
+        counters.requested_bytes -= requested
+        counters.requested_bytes_freed += requested
         if split_blocks or split_bytes:
-            self._record_split(pool, split_blocks, split_bytes)
+            self.record_split(pool, split_blocks, split_bytes)
+
+    def record_segment_alloc(self, pool: int, size: int) -> None:
+        """A segment of ``size`` bytes was reserved from the device."""
+        counters = self.pools[pool]
+        small, large, aggregate = self.small, self.large, self.aggregate
+        c = counters.segment + 1
+        counters.segment = c
+        if c > counters.segment_peak:  # noqa: PLR1730
+            counters.segment_peak = c
+        c = small.segment + large.segment
+        if c > aggregate.segment_peak:  # noqa: PLR1730
+            aggregate.segment_peak = c
+        c = counters.reserved_bytes + size
+        counters.reserved_bytes = c
+        if c > counters.reserved_bytes_peak:  # noqa: PLR1730
+            counters.reserved_bytes_peak = c
+        c = small.reserved_bytes + large.reserved_bytes
+        if c > aggregate.reserved_bytes_peak:  # noqa: PLR1730
+            aggregate.reserved_bytes_peak = c
+
+    def record_segment_free(self, pool: int, size: int) -> None:
+        """A segment of ``size`` bytes was returned to the device."""
+        counters = self.pools[pool]
+        counters.segment -= 1
+        counters.segment_freed += 1
+        counters.reserved_bytes -= size
+        counters.reserved_bytes_freed += size
 
     def reset_peak(self) -> None:
         """Set every peak to its current value (``reset_peak_memory_stats``)."""
+        aggregate = self.aggregate
         for name in FAMILIES:
-            stat = getattr(self, name)
-            stat[5], stat[9], stat[1] = stat[4], stat[8], stat[4] + stat[8]
+            for pool in (SMALL_POOL, LARGE_POOL):
+                setattr(self.pools[pool], name + "_peak", self.get(name, pool)[0])
+            setattr(aggregate, name + "_peak", self.get(name)[0])
         for stat in (self.oversize_allocations, self.oversize_segments):
             stat[1] = stat[0]
 
     def reset_accumulated(self) -> None:
         """Zero the allocated/freed sums and the event counters."""
-        for name in FAMILIES:
-            stat = getattr(self, name)
-            stat[6] = stat[10] = 0
-            stat[7], stat[11] = stat[4], stat[8]
+        for counters in (self.small, self.large):
+            for name in (*_COUNTED, "pending", "pending_bytes"):
+                setattr(counters, name + "_base", getattr(counters, name))
+            for name in _COUNTED:
+                setattr(counters, name + "_freed", 0)
         for stat in (self.oversize_allocations, self.oversize_segments):
             stat[2] = stat[3] = 0
         for name in _SCALARS:
@@ -268,9 +418,7 @@ class DeviceStats:
             "num_device_free": self.num_device_free,
         }
         for name in FAMILIES:
-            result[name] = {
-                pool: one(self.get(name, 4 * i)) for i, pool in enumerate(POOL_TYPE_NAMES)
-            }
+            result[name] = {pool: one(self.get(name, i)) for i, pool in enumerate(POOL_TYPE_NAMES)}
         return result
 
 

@@ -8,9 +8,7 @@ what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch
 
 from __future__ import annotations
 
-import contextlib
-
-from refimpl.cuda import _allocator, _lazy, streams
+from refimpl.cuda import _allocator, _device, _lazy, streams
 from refimpl.cuda._lazy import _lazy_init
 
 # the allocator registry (device index -> CachingAllocator), read without its lock
@@ -34,9 +32,9 @@ class DeviceAllocation:
             stream = streams.current_stream_handle(device_index)
             alloc = _allocators.get(device_index) or _allocator.get_device_allocator(device_index)
             # allocate() applies torch's 1 EB guard before the allocator proper
-            self.block = alloc.allocate(nbytes, stream)
+            block = self.block = alloc.allocate(nbytes, stream)
             self._allocator = alloc
-            self.ptr = self.block.address
+            self.ptr = block.address
 
     def release(self) -> None:
         """Return the block to the allocator (idempotent)."""
@@ -45,15 +43,17 @@ class DeviceAllocation:
             self._allocator.free(block)
 
     def __del__(self) -> None:
-        # at interpreter shutdown the allocator or the driver may already be gone
-        with contextlib.suppress(Exception):
+        # At interpreter shutdown the allocator or the driver may already be gone.
+        # (try/except rather than contextlib.suppress: this runs for every storage,
+        # and suppress() builds a context manager object each time.)
+        try:
             self.release()
+        except Exception:  # a finalizer must not raise
+            pass
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:
     """A fresh device allocation of ``nbytes`` on ``device`` (a refimpl device)."""
-    from refimpl.cuda import _device
-
     index = device.index if device.index is not None else _device.current_device()
     if index not in _allocators:
         _device._check_ordinal(index)

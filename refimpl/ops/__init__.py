@@ -18,7 +18,7 @@ MODULES = [
     "copy", "factories", "elementwise", "division", "elementwise_unary", "elementwise_binary",
     "comparison", "clamp", "activation", "printing",
     "views", "views_dtype", "slicing", "views_inplace", "views_properties",
-    "broadcast", "shape", "indexing", "gather_scatter", "masked",
+    "broadcast", "shape", "indexing", "gather_scatter", "scatter_reduce", "masked",
     "reduction", "linalg", "sorting", "random", "interop",
 ]
 

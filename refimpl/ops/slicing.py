@@ -310,6 +310,95 @@ def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple:
     return split_op(self, split_size, dim)
 
 
+# unsafe_split / unsafe_split_with_sizes / unsafe_chunk: the pieces of split, but not views
+# as far as autograd is concerned (no _base, each with a version counter of its own), so an
+# in-place op on one of them is allowed; they still share the input's memory.
+
+def _unsafe_pieces(self: Tensor, specs) -> tuple:
+    pieces = []
+    for spec in specs:
+        t = Tensor._make(self._storage, spec.shape, spec.stride, spec.offset, self.dtype)
+        t._is_inference = self._is_inference
+        pieces.append(t)
+    return tuple(pieces)
+
+
+def _unsafe_meta(specs, self: Tensor) -> tuple:
+    return tuple(TensorSpec(s.shape, self.dtype, self.device) for s in specs)
+
+
+def _int_arg(fn: str, arg: str, value, pos: int = 2) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{fn}(): argument '{arg}' (position {pos}) must be int, not "
+                        f"{type(value).__name__}")
+    return value.__index__()
+
+
+def _int_list_arg(fn: str, arg: str, value) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{fn}(): argument '{arg}' (position 2) must be tuple of ints, not "
+                        f"{type(value).__name__}")
+    return int_list(fn, arg, value)
+
+
+def _unsafe_split_specs(self: Tensor, split_size, dim: int = 0) -> tuple:
+    size = _int_arg("unsafe_split", "split_size", split_size)
+    return _split_meta(self, size, _int_arg("unsafe_split", "dim", dim, 3))
+
+
+def _unsafe_split_with_sizes_specs(self: Tensor, split_sizes, dim: int = 0) -> tuple:
+    sizes = _int_list_arg("unsafe_split_with_sizes", "split_sizes", split_sizes)
+    return _split_with_sizes_meta(self, sizes, _int_arg("unsafe_split_with_sizes", "dim", dim, 3))
+
+
+def _arg1(ctx, name: str):
+    return ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs[name]
+
+
+def _unsafe_split_backward(ctx, *gs):
+    dim = _dim_arg(ctx, 2)
+    size = _index(_arg1(ctx, "split_size"))
+    return _cat_grads(ctx, gs, _split_sizes(ctx.args[0], size, dim), dim)
+
+
+unsafe_split = defop(
+    "unsafe_split", extra={"save_needs": {0: ()}}, backward=_unsafe_split_backward,
+    meta=lambda self, split_size, dim=0: _unsafe_meta(
+        _unsafe_split_specs(self, split_size, dim), self),
+    cpu=lambda self, split_size, dim=0: _unsafe_pieces(
+        self, _unsafe_split_specs(self, split_size, dim)),
+    jvp=lambda ctx, t, *_: None if t is None else unsafe_split(
+        t, _arg1(ctx, "split_size"), _dim_arg(ctx, 2)))
+# the pieces alias the input whatever its device: no kernel runs
+unsafe_split.cuda = unsafe_split.cpu
+
+unsafe_split_with_sizes = defop(
+    "unsafe_split_with_sizes", extra={"save_needs": {0: ()}},
+    backward=lambda ctx, *gs: _cat_grads(ctx, gs, _arg1(ctx, "split_sizes"), _dim_arg(ctx, 2)),
+    meta=lambda self, split_sizes, dim=0: _unsafe_meta(
+        _unsafe_split_with_sizes_specs(self, split_sizes, dim), self),
+    cpu=lambda self, split_sizes, dim=0: _unsafe_pieces(
+        self, _unsafe_split_with_sizes_specs(self, split_sizes, dim)),
+    jvp=lambda ctx, t, *_: None if t is None else unsafe_split_with_sizes(
+        t, _arg1(ctx, "split_sizes"), _dim_arg(ctx, 2)))
+unsafe_split_with_sizes.cuda = unsafe_split_with_sizes.cpu
+
+
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """``chunk`` whose pieces may be modified in place (see ``unsafe_split``)."""
+    chunks = _int_arg("unsafe_chunk", "chunks", chunks)
+    dim = _int_arg("unsafe_chunk", "dim", dim, 3)
+    if input.dim() == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    size = input._shape[wrap_dim(dim, input.dim())]
+    split_size = (size + chunks - 1) // chunks
+    if split_size == 0 and size == 0:
+        return unsafe_split_with_sizes(input, [0] * chunks, dim)
+    return unsafe_split(input, split_size, dim)
+
+
 def tensor_split(self: Tensor, indices_or_sections=None, dim: int = 0, *, sections=None,
                  indices=None, tensor_indices_or_sections=None) -> tuple:
     """Views split into ``sections`` near-equal parts, or at the given ``indices``."""
@@ -504,5 +593,8 @@ __all__ = [
     "split_with_sizes",
     "tensor_split",
     "unbind",
+    "unsafe_chunk",
+    "unsafe_split",
+    "unsafe_split_with_sizes",
 ]
-TENSOR_METHODS = ("narrow", "split", "chunk", "tensor_split")
+TENSOR_METHODS = ("narrow", "split", "chunk", "tensor_split", "unsafe_chunk")
