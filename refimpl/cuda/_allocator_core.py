@@ -174,15 +174,14 @@ class CachingAllocator:
         if split:
             # The found block stays free as the remainder; a new block takes its front.
             remaining = block
+            if remaining.prev is not None or remaining.next is not None:
+                split_blocks, split_bytes = 0, -rounded  # a free split block shrank
+            else:
+                split_blocks, split_bytes = 1, remaining_size  # a new free remainder
             block = Block(stream, rounded, pool, remaining.address)
             prev = block.prev = remaining.prev
             if prev is not None:
                 prev.next = block
-                split_blocks, split_bytes = 0, -rounded  # a free split block shrank
-            elif remaining.next is not None:
-                split_blocks, split_bytes = 0, -rounded
-            else:
-                split_blocks, split_bytes = 1, remaining_size  # a new free remainder
             block.next = remaining
             remaining.prev = block
             address = remaining.address = remaining.address + rounded

@@ -48,7 +48,7 @@ class DeviceAllocation:
         # and suppress() builds a context manager object each time.)
         try:
             self.release()
-        except Exception:  # a finalizer must not raise
+        except Exception:  # noqa: BLE001, S110 - a finalizer must not raise
             pass
 
 
