@@ -346,6 +346,35 @@ def test_record_stream_defers_reuse_until_the_stream_is_done() -> None:
     assert source.events_recorded == source.events_released == 1
 
 
+def test_active_stats_count_pending_frees_in_every_field() -> None:
+    """A pending free keeps its block active: active's current, peak, allocated and
+    freed follow the block, across peak and accumulated-stat resets made meanwhile."""
+    allocator, source = make()
+
+    def stat(family: str) -> list[int]:
+        entry = allocator.stats_as_nested_dict()[family]["all"]
+        return [entry[field] for field in ("current", "peak", "allocated", "freed")]
+
+    first, _second = allocator.malloc(1000), allocator.malloc(1000)
+    allocator.record_stream(first, 7)
+    source.set_stream_busy(7)
+    allocator.free(first)  # pending on stream 7
+    third = allocator.malloc(1000)
+    assert stat("allocation") == [2, 2, 3, 1]
+    assert stat("active") == [3, 3, 3, 0]
+    assert stat("active_bytes") == [3 * 1024, 3 * 1024, 3 * 1024, 0]
+    allocator.reset_accumulated_stats()
+    allocator.reset_peak_stats()
+    allocator.free(third)
+    source.complete_stream(7)
+    allocator.malloc(1000)  # completes the pending free first
+    assert stat("allocation") == [2, 2, 1, 1]
+    assert stat("active") == [2, 3, 1, 2]
+    assert stat("active_bytes") == [2 * 1024, 3 * 1024, 1024, 2 * 1024]
+    assert stat("requested_bytes") == [2000, 3000, 1000, 2000]
+    allocator.check_invariants()
+
+
 def test_record_stream_on_the_allocation_stream_is_ignored() -> None:
     allocator, source = make()
     source.set_stream_busy(0)
