@@ -268,7 +268,13 @@ def device_count() -> int:
 
 # -- device indices and the current device ----------------------------------------------
 
-_tls = threading.local()
+class _ThreadDevice(threading.local):
+    """This thread's current device; a class default makes the read a plain lookup."""
+
+    device = 0
+
+
+_tls = _ThreadDevice()
 
 
 def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False) -> Any:
@@ -313,7 +319,7 @@ def _looks_like_device(obj: Any) -> bool:
 
 
 def _tls_device() -> int:
-    return getattr(_tls, "device", 0)
+    return _tls.device
 
 
 def _check_ordinal(idx: int) -> None:

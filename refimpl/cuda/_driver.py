@@ -230,7 +230,13 @@ def can_access_peer(ordinal: int, peer: int) -> bool:
 
 _primary: dict[int, Any] = {}
 _primary_lock = threading.Lock()
-_tls = threading.local()
+class _ThreadContext(threading.local):
+    """The device whose primary context this thread made current (None: none yet)."""
+
+    device = None
+
+
+_tls = _ThreadContext()
 
 
 def _primary_context(ordinal: int) -> Any:
@@ -246,7 +252,7 @@ def _primary_context(ordinal: int) -> Any:
 
 def use_device(ordinal: int) -> None:
     """Make ``ordinal``'s primary context current on this thread (cheap when it is)."""
-    if getattr(_tls, "device", None) == ordinal:
+    if _tls.device == ordinal:
         return
     _call("cuCtxSetCurrent", _primary_context(ordinal))
     _tls.device = ordinal
@@ -466,7 +472,8 @@ def host_unregister(address: int) -> None:
 
 
 def _tls_device_or_zero() -> int:
-    return getattr(_tls, "device", 0)
+    device = _tls.device
+    return 0 if device is None else device
 
 
 # -- modules and launches ---------------------------------------------------------------

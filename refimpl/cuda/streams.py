@@ -63,11 +63,17 @@ class _StreamPool:
 
 
 _pool = _StreamPool()
-_tls = threading.local()
+class _ThreadStreams(threading.local):
+    """This thread's current streams (device index -> Stream); None until one is set."""
+
+    streams = None
+
+
+_tls = _ThreadStreams()
 
 
 def _current_streams() -> dict[int, Stream]:
-    table = getattr(_tls, "streams", None)
+    table = _tls.streams
     if table is None:
         table = _tls.streams = {}
     return table
@@ -189,7 +195,7 @@ def current_stream_handle(index: int) -> int:
     The allocation fast path: no Stream object, no argument parsing (CUDA must be
     initialised already).
     """
-    table = getattr(_tls, "streams", None)
+    table = _tls.streams
     if table:
         s = table.get(index)
         if s is not None:
