@@ -50,6 +50,8 @@ def dispatch(op: OpDef, args: tuple, kwargs: dict):
             return mode.__torch_dispatch__(op, (), args, kwargs)
         finally:
             MODE_STACK.append(mode)
+    if op.kind == "factory":
+        return kernel_layer(op, args, kwargs)  # no tensor inputs: nothing for autograd or out=
     if kwargs and kwargs.get("out") is not None:
         return _with_out(op, args, kwargs)
     return autograd_layer(op, args, kwargs)

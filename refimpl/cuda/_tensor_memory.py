@@ -25,9 +25,6 @@ class DeviceAllocation:
             _lazy_init()
         self.nbytes = nbytes
         self.device_index = device_index
-        self._allocator = None
-        self.block = None
-        self.ptr = 0
         if nbytes:
             stream = streams.current_stream_handle(device_index)
             alloc = _allocators.get(device_index) or _allocator.get_device_allocator(device_index)
@@ -35,6 +32,9 @@ class DeviceAllocation:
             block = self.block = alloc.allocate(nbytes, stream)
             self._allocator = alloc
             self.ptr = block.address
+        else:
+            self._allocator = self.block = None
+            self.ptr = 0
 
     def release(self) -> None:
         """Return the block to the allocator (idempotent)."""

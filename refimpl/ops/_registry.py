@@ -82,12 +82,19 @@ class OpDef:
         return f"<op {self.name}>"
 
     def __call__(self, *args, **kwargs):
-        from refimpl._dispatch import dispatch
-
-        return dispatch(self, args, kwargs)
+        return _dispatch()(self, args, kwargs)
 
 
 REGISTRY: dict[str, OpDef] = {}
+_dispatch_fn = None
+
+
+def _dispatch():
+    """refimpl._dispatch.dispatch (imported on first use: the dispatcher imports this module)."""
+    global _dispatch_fn
+    if _dispatch_fn is None:
+        from refimpl._dispatch import dispatch as _dispatch_fn
+    return _dispatch_fn
 
 
 def defop(name: str, **fields) -> OpDef:

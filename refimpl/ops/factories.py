@@ -102,8 +102,13 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
 
 
 def _shape_args(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
+    """A shape from ``f(2, 3)`` or ``f((2, 3))`` style arguments, with torch's checks."""
+    if len(size) == 1:
+        first = size[0]
+        if type(first) is int and first >= 0:
+            return (first,)  # the common 1-d case
+        if isinstance(first, (tuple, list)):
+            size = tuple(first)
     out = []
     for s in size:
         s = int(s)
