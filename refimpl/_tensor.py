@@ -58,9 +58,8 @@ def contiguous_strides(shape) -> tuple:
 class Tensor(TensorAutogradMixin):
     """A multi-dimensional, strided view of a storage, with torch's API."""
 
+    # (__dict__ and __weakref__ come from the autograd mixin, which has no slots)
     __slots__ = (
-        "__dict__",
-        "__weakref__",
         "_base",
         "_np_cache",
         "_offset",
@@ -86,7 +85,8 @@ class Tensor(TensorAutogradMixin):
         t._version_counter = version_counter if version_counter is not None else VersionCounter()
         t._base = base
         t._np_cache = None
-        t._init_autograd()
+        if base is not None:
+            t._init_autograd()
         return t
 
     @classmethod

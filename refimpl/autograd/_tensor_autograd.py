@@ -40,37 +40,26 @@ _SCALAR_TYPE_NAMES = {
 class TensorAutogradMixin:
     """Autograd state and methods of a tensor."""
 
-    __slots__ = (
-        "_bw_hooks",
-        "_fw_grads",
-        "_gfn",
-        "_grad",
-        "_grad_acc",
-        "_is_inference",
-        "_output_nr",
-        "_post_acc_hooks",
-        "_retains_grad",
-        "_rg",
-        "_view_meta",
-    )
+    # Autograd state with its defaults as class attributes: a fresh tensor pays nothing
+    # for it, and only tensors that take part in autograd get instance values.
+    _rg = False               # requires_grad flag of a leaf
+    _grad = None              # accumulated gradient
+    _gfn = None               # grad_fn
+    _output_nr = 0            # which output of _gfn this tensor is
+    _bw_hooks = None          # register_hook dict
+    _retains_grad = False
+    _post_acc_hooks = None
+    _fw_grads = None
+    _is_inference = False
+    _grad_acc = None          # weak reference to the leaf's AccumulateGrad node
+    _view_meta = None         # how a differentiable view was made (views.py)
 
     def _init_autograd(self) -> None:
-        self._rg = False
-        self._grad = None
-        self._gfn = None
-        self._output_nr = 0
-        self._bw_hooks = None
-        self._retains_grad = False
-        self._post_acc_hooks = None
-        self._fw_grads = None
-        self._is_inference = False
-        self._grad_acc = None
+        """Per-tensor set-up at creation: only differentiable views need any."""
         if self._base is not None and self.dtype.category >= 2:
             from refimpl.autograd.views import new_view_meta
 
             self._view_meta = new_view_meta(self)
-        else:
-            self._view_meta = None
 
     # -- requires_grad -----------------------------------------------------------------
 
