@@ -202,9 +202,7 @@ def can_cast(from_: dtype, to: dtype) -> bool:
         return False
     if from_.category == _FLOAT and to.category < _FLOAT:
         return False
-    if from_ is not bool_ and to is bool_:
-        return False
-    return True
+    return from_ is bool_ or to is not bool_  # only bool casts into bool
 
 
 def dtype_from_any(d) -> dtype:
