@@ -234,9 +234,7 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
         import numpy as np
 
         np.copyto(np_dst, np_src.astype(dst.dtype.np, copy=False), casting="unsafe")
-    elif dd == "meta" or sd == "meta":
-        pass
-    else:
+    elif dd != "meta" and sd != "meta":  # meta tensors have no data to copy
         from refimpl.cuda import _tensor_ops
 
         _tensor_ops.copy_(dst, src)

@@ -60,7 +60,7 @@ class _unsafe_preserve_version_counter:
         self.prev = [t._version for t in self.tensors]
 
     def __enter__(self) -> None:
-        pass
+        """The versions to restore were read when the object was made."""
 
     def __exit__(self, *exc) -> None:
         graph._unsafe_set_version_counter(self.tensors, self.prev)

@@ -60,7 +60,7 @@ class _WeakArg:
         return t if t is not None else _zeros(self.meta)
 
     def release(self) -> None:
-        pass
+        """A weak reference keeps nothing alive: there is nothing to release."""
 
 
 class OpContext:
@@ -324,10 +324,8 @@ def _save_positions(op, needs) -> set | None:
     """Indices of the positional args to save (None: every tensor argument)."""
     info = _op_info(op)
     cache = info[7]
-    try:
+    if needs in cache:  # None is a valid cached answer, so no .get()
         return cache[needs]
-    except KeyError:
-        pass
     if not info[5]:
         keep = frozenset()
     elif info[2] is None:

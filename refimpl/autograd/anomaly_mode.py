@@ -91,7 +91,7 @@ class set_detect_anomaly:
         set_anomaly_enabled(mode, check_nan)
 
     def __enter__(self) -> None:
-        pass
+        """The mode took effect when the object was made; entering changes nothing."""
 
     def __exit__(self, *exc) -> None:
         set_anomaly_enabled(self.prev, self.prev_check_nan)

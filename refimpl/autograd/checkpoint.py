@@ -140,11 +140,11 @@ class _Holder:
 
 
 class _Handle:
-    pass
+    """An object to keep alive: its lifetime scopes a registration."""
 
 
 class _StopRecomputation(Exception):
-    pass
+    """Raised to end a recomputation early, once the needed tensors are saved."""
 
 
 class _Frame:

@@ -175,7 +175,7 @@ class set_multithreading_enabled(_DecoratorContextManager):
         _flags.multithreading_enabled = bool(mode)
 
     def __enter__(self) -> None:
-        pass
+        """The mode took effect when the object was made; entering changes nothing."""
 
     def __exit__(self, *exc) -> None:
         _flags.multithreading_enabled = self.prev

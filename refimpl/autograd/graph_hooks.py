@@ -185,7 +185,7 @@ _mutation_ctx_active = False
 
 
 class _Handle:
-    pass
+    """An object to keep alive: its lifetime scopes a registration."""
 
 
 def _tid(tensor) -> tuple:

@@ -87,7 +87,7 @@ def _write_cache(path: Path, image: bytes) -> None:
             os.unlink(tmp)
             raise
     except OSError:
-        pass
+        return  # a read-only or full cache directory only costs a recompile next time
 
 
 def compile_source(source: str, device: int, name: str = "kernel.cu") -> tuple[str, bytes]:

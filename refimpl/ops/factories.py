@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from refimpl import _dtype as D
@@ -203,10 +205,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
         out = data if dt is None else data.to(dt)
         return out if device is None else out.to(as_device(device))
     if isinstance(data, np.ndarray) and (dt is None or dt.np == data.dtype) and device is None:
-        try:
+        with contextlib.suppress(TypeError, ValueError):  # strides numpy-only: copy below
             return from_numpy(data)
-        except (TypeError, ValueError):
-            pass
     return tensor(data, dtype=dt, device=device)
 
 
