@@ -51,7 +51,11 @@ def dispatch(op: OpDef, args: tuple, kwargs: dict):
         finally:
             MODE_STACK.append(mode)
     if op.kind == "factory":
-        return kernel_layer(op, args, kwargs)  # no tensor inputs: nothing for autograd or out=
+        # no tensor inputs: nothing for autograd or out=; the device comes from kwargs
+        dev = kwargs.get("device")
+        if dev is not None and type(dev) is device and dev.type == "cuda" and op.cuda:
+            return op.cuda(*args, **kwargs)
+        return kernel_layer(op, args, kwargs)
     if kwargs and kwargs.get("out") is not None:
         return _with_out(op, args, kwargs)
     return autograd_layer(op, args, kwargs)

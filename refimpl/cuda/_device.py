@@ -329,8 +329,9 @@ def _check_ordinal(idx: int) -> None:
 
 def current_device() -> int:
     """The index of this thread's current device (0 until one is selected)."""
-    _lazy_init()
-    return _tls_device()
+    if not (_lazy._initialized and not _lazy._in_bad_fork):  # the steady state skips a call
+        _lazy_init()
+    return _tls.device
 
 
 def _select(idx: int) -> None:

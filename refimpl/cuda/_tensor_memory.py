@@ -43,13 +43,16 @@ class DeviceAllocation:
             self._allocator.free(block)
 
     def __del__(self) -> None:
-        # At interpreter shutdown the allocator or the driver may already be gone.
-        # (try/except rather than contextlib.suppress: this runs for every storage,
-        # and suppress() builds a context manager object each time.)
-        try:
-            self.release()
-        except Exception:  # noqa: BLE001, S110 - a finalizer must not raise
-            pass
+        # release(), written out: this runs for every CUDA storage that dies. At
+        # interpreter shutdown the allocator or the driver may already be gone, and a
+        # finalizer must not raise (try/except: suppress() would build an object).
+        block = self.block
+        if block is not None:
+            self.block = None
+            try:
+                self._allocator.free(block)
+            except Exception:  # noqa: BLE001, S110
+                pass
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:
