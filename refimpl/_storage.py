@@ -34,6 +34,17 @@ class UntypedStorage:
         self._data = _allocate(self._nbytes, self.device)
 
     @classmethod
+    def _on_cuda(cls, nbytes: int, dev: device) -> UntypedStorage:
+        """A fresh storage on ``cuda:i`` (an indexed device), straight from the allocator."""
+        global _cuda_memory
+        if _cuda_memory is None:
+            from refimpl.cuda import _tensor_memory as _cuda_memory
+        s = object.__new__(cls)
+        s.device, s._nbytes, s._resizable = dev, nbytes, True
+        s._data = _cuda_memory.allocate_on(nbytes, dev.index)
+        return s
+
+    @classmethod
     def _wrap_numpy(cls, array: np.ndarray, resizable: bool = True) -> UntypedStorage:
         """A CPU storage aliasing the bytes of a C-contiguous numpy array (no copy).
 

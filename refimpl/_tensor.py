@@ -95,8 +95,11 @@ class Tensor(TensorAutogradMixin):
         if dtype is D.complex32:
             raise NotImplementedError("refimpl does not implement complex32 tensors")
         shape = tuple(shape)
-        numel = math.prod(shape)
-        storage = UntypedStorage(numel * dtype.itemsize, device=dev)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if dev.type == "cuda" and dev.index is not None:
+            storage = UntypedStorage._on_cuda(nbytes, dev)  # the allocation fast path
+        else:
+            storage = UntypedStorage(nbytes, device=dev)
         return cls._make(storage, shape, contiguous_strides(shape), 0, dtype)
 
     @classmethod

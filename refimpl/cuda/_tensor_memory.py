@@ -55,6 +55,13 @@ class DeviceAllocation:
                 pass
 
 
+def allocate_on(nbytes: int, index: int) -> DeviceAllocation:
+    """A fresh allocation on device ``index`` (checked once per device)."""
+    if index not in _allocators:
+        _device._check_ordinal(index)
+    return DeviceAllocation(nbytes, index)
+
+
 def allocate(nbytes: int, device) -> DeviceAllocation:
     """A fresh device allocation of ``nbytes`` on ``device`` (a refimpl device)."""
     index = device.index if device.index is not None else _device.current_device()
