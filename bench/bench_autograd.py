@@ -28,14 +28,10 @@ When a goal is missed the refimpl side is profiled and the top functions are sto
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
-import io
 import json
 import os
 import platform
-import pstats
-import statistics
 import sys
 import time
 import weakref
@@ -48,44 +44,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import refimpl as t
-from bench._machine import cpu_model, numpy_blas_threads
+from bench._common import cpu_model, measure, numpy_blas_threads, profile
 
 RESULTS = Path(__file__).resolve().parent / "results" / "autograd_cpu.json"
 BATCH, WIDTH, LAYERS = 64, 512, 3
 CHAIN = 1000
 FREE_NODES = 150_000
-
-
-def interleaved(fns: dict, repeat: int, warmup: int) -> dict:
-    """Median/min ns per call of each function, sampling them in turn."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    samples: dict = {k: [] for k in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            start = time.perf_counter_ns()
-            fn()
-            samples[name].append(time.perf_counter_ns() - start)
-    return {k: {"median_ns": statistics.median(v), "min_ns": min(v),
-                "stdev_ns": statistics.pstdev(v), "samples": len(v)}
-            for k, v in samples.items()}
-
-
-def profile(fn, calls: int, top: int = 15) -> list:
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(calls):
-        fn()
-    prof.disable()
-    stats = pstats.Stats(prof, stream=io.StringIO())
-    rows = []
-    for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
-        rows.append({"function": f"{Path(file).name}:{line}({func})",
-                     "calls_per_run": ncalls / calls, "own_ms_per_run": tottime / calls * 1e3,
-                     "cum_ms_per_run": cumtime / calls * 1e3})
-    rows.sort(key=lambda r: -r["own_ms_per_run"])
-    return rows[:top]
 
 
 # -- the workloads ------------------------------------------------------------------------
@@ -195,14 +159,14 @@ def main(argv=None) -> int:
         ours()
         theirs()
         check_same(name, our_grads(), their_grads())
-        m = interleaved({"refimpl": ours, "torch": theirs}, args.repeat, args.warmup)
+        m = measure({"refimpl": ours, "torch": theirs}, 1, args.repeat, args.warmup)
         ratio = m["refimpl"]["median_ns"] / m["torch"]["median_ns"]
         ratio_min = m["refimpl"]["min_ns"] / m["torch"]["min_ns"]
         row = {"name": name, "goal_ratio": goal, "ratio": round(ratio, 3),
                "ratio_of_minimums": round(ratio_min, 3), "meets_goal": ratio <= goal,
                "torch_threads": threads, "refimpl": m["refimpl"], "torch": m["torch"]}
         if args.profile or ratio > goal:
-            row["refimpl_profile"] = profile(ours, 3)
+            row["refimpl_profile"] = profile(ours, 3, "ms_per_run", 1e3)
         results.append(row)
         print(f"{name:12s} refimpl {m['refimpl']['median_ns'] / 1e6:9.3f} ms   torch "
               f"{m['torch']['median_ns'] / 1e6:9.3f} ms   ratio {ratio:6.2f} (of minimums "

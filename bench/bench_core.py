@@ -26,15 +26,10 @@ results.
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
 import os
 import platform
-import pstats
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -42,43 +37,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import refimpl as t
-from bench._machine import cpu_model, numpy_blas_threads
+from bench._common import cpu_model, measure, numpy_blas_threads, profile
 
 RESULTS = Path(__file__).resolve().parent / "results" / "core_cpu.json"
-
-
-def measure(fns: dict, number: int, repeat: int, warmup: int) -> dict:
-    """Median ns per call of each function, sampled in alternation."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    samples: dict = {k: [] for k in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            start = time.perf_counter_ns()
-            for _ in range(number):
-                fn()
-            samples[name].append((time.perf_counter_ns() - start) / number)
-    return {k: {"median_ns": statistics.median(v), "min_ns": min(v),
-                "stdev_ns": statistics.pstdev(v), "samples": len(v)}
-            for k, v in samples.items()}
-
-
-def profile(fn, calls: int, top: int = 15) -> list:
-    """The ``top`` functions by own time over ``calls`` calls of ``fn``."""
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(calls):
-        fn()
-    prof.disable()
-    stats = pstats.Stats(prof, stream=io.StringIO())
-    rows = []
-    for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
-        rows.append({"function": f"{Path(file).name}:{line}({func})", "calls_per_op":
-                     ncalls / calls, "own_us_per_op": tottime / calls * 1e6,
-                     "cum_us_per_op": cumtime / calls * 1e6})
-    rows.sort(key=lambda r: -r["own_us_per_op"])
-    return rows[:top]
 
 
 def benchmarks(torch, blas_threads: int) -> list:
@@ -139,7 +100,7 @@ def main(argv=None) -> int:
                "torch_threads": threads, "calls_per_sample": number,
                "refimpl": m["refimpl"], "torch": m["torch"]}
         if args.profile or ratio > goal:
-            row["refimpl_profile"] = profile(ours, max(number * 20, 20))
+            row["refimpl_profile"] = profile(ours, max(number * 20, 20), "us_per_op", 1e6)
         results.append(row)
         print(f"{name:12s} refimpl {m['refimpl']['median_ns'] / 1e3:10.2f} us   torch "
               f"{m['torch']['median_ns'] / 1e3:10.2f} us   ratio {ratio:6.2f} (of minimums "

@@ -113,6 +113,24 @@ def _validate_v(v, other, is_other_tuple: bool) -> None:
             )
 
 
+def _inputs_and_v(inputs, v, create_graph: bool, fn_name: str):
+    """(is_tuple, prepared inputs, v as a tuple or None) for the input-side products
+    (jvp, vhp, hvp): ``v`` must match the inputs, and may be omitted only for a single
+    one-element input."""
+    is_in_tuple, ins = _as_tuple(inputs, "inputs", fn_name)
+    ins = _prepare_inputs(ins, create_graph)
+    if v is not None:
+        _, vs = _as_tuple(v, "v", fn_name)
+        _validate_v(vs, ins, is_in_tuple)
+        return is_in_tuple, ins, vs
+    if len(ins) != 1 or ins[0].numel() != 1:
+        raise RuntimeError(
+            "The vector v can only be None if the input to the user-provided function "
+            "is a single Tensor with a single element."
+        )
+    return is_in_tuple, ins, None
+
+
 def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), v^T J): the vector-Jacobian product at ``inputs``."""
     with enable_grad():
@@ -141,18 +159,7 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), J v): the Jacobian-vector product, by the double-backward trick."""
     with enable_grad():
-        is_in_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
-        ins = _prepare_inputs(ins, create_graph)
-        if v is not None:
-            _, vs = _as_tuple(v, "v", "jvp")
-            _validate_v(vs, ins, is_in_tuple)
-        else:
-            if len(ins) != 1 or ins[0].numel() != 1:
-                raise RuntimeError(
-                    "The vector v can only be None if the input to the user-provided function "
-                    "is a single Tensor with a single element."
-                )
-            vs = None
+        _, ins, vs = _inputs_and_v(inputs, v, create_graph, "jvp")
         outputs = func(*ins)
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_outputs_differentiable(outs, strict)
@@ -246,18 +253,7 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
 def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), v^T H) for a scalar-valued ``func``."""
     with enable_grad():
-        is_in_tuple, ins = _as_tuple(inputs, "inputs", "vhp")
-        ins = _prepare_inputs(ins, create_graph)
-        if v is not None:
-            _, vs = _as_tuple(v, "v", "vhp")
-            _validate_v(vs, ins, is_in_tuple)
-        else:
-            if len(ins) != 1 or ins[0].numel() != 1:
-                raise RuntimeError(
-                    "The vector v can only be None if the input to the user-provided function "
-                    "is a single Tensor with a single element."
-                )
-            vs = None
+        is_in_tuple, ins, vs = _inputs_and_v(inputs, v, create_graph, "vhp")
         outputs = func(*ins)
         is_out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "vhp")
         _check_outputs_differentiable(outs, strict)
