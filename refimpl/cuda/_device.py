@@ -566,8 +566,8 @@ def is_tf32_supported() -> bool:
 
 
 def get_arch_list() -> list[str]:
-    """The ``sm_XY`` targets refimpl can build kernels for (its NVRTC's), or []."""
-    if not _is_compiled():
+    """The ``sm_XY`` targets refimpl can build kernels for (its NVRTC's); [] without a GPU."""
+    if not is_available():
         return []
     try:
         return [f"sm_{a}" for a in _driver.nvrtc_supported_archs()]
