@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._machine import cpu_model  # after the path is set
+from bench._common import cpu_model  # after the path is set
 
 MiB = 1 << 20
 
