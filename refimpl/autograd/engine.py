@@ -31,7 +31,7 @@ import threading
 import warnings
 
 from refimpl._state import STATE
-from refimpl.autograd import _flags
+from refimpl.autograd import _flags, _streams
 from refimpl.autograd.graph import (
     AccumulateGrad,
     GradientEdge,
@@ -167,9 +167,11 @@ class GraphTask:
         keep_graph = self.keep_graph
         push = heapq.heappush
         pop = heapq.heappop
+        leaf_streams: set = set()  # streams that produced leaf or captured gradients
         while heap:
             node = pop(heap)[2]
             inputs = buffers.pop(node, None) if node is not root else []
+            stream = node._stream  # None unless the node's forward ran on a CUDA device
             if needed is not None:
                 is_needed = needed.get(node, False)
                 if not is_needed and node._has_tensor_hooks():
@@ -178,12 +180,17 @@ class GraphTask:
                 if caps:
                     for nr, idx in caps:
                         self.captured[idx] = inputs[nr]
+                    if stream is not None:
+                        leaf_streams.add(stream)
                 if not is_needed:
                     continue
-            if _flags.anomaly_enabled:
-                outputs = self._call_with_anomaly(node, inputs)
+            if stream is None:
+                outputs = self._call(node, inputs)
             else:
-                outputs = call_function(node, inputs)
+                with _streams.on_stream(stream):
+                    outputs = self._call(node, inputs)
+                if not node._next:
+                    leaf_streams.add(stream)
             if not keep_graph:
                 node._release()
             for edge, grad in zip(node._next, outputs):
@@ -199,15 +206,26 @@ class GraphTask:
                     buf = [None] * len(nxt._in_meta)
                     buffers[nxt] = buf
                 if grad is not None:
-                    old = buf[nr]
-                    buf[nr] = grad if old is None else old + grad
+                    consumer = nxt._stream
+                    if stream is None and consumer is None:
+                        old = buf[nr]
+                        buf[nr] = grad if old is None else old + grad
+                    else:
+                        _accumulate_on_stream(buf, nr, grad, stream, consumer)
                 if count == 0:
                     push(heap, (-nxt._seq, next(tick), nxt))
             # drop our references so AccumulateGrad can tell a gradient nobody else holds
             outputs = grad = inputs = None
+        if leaf_streams:
+            _streams.sync_leaves(leaf_streams)
         while self.callbacks:
             self.callbacks.pop(0)()
 
+
+    def _call(self, node: GraphNode, inputs: list) -> list:
+        if _flags.anomaly_enabled:
+            return self._call_with_anomaly(node, inputs)
+        return call_function(node, inputs)
 
     def _call_with_anomaly(self, node: GraphNode, inputs: list) -> list:
         """call_function, NaN check; on the task's first error the node's forward trace."""
@@ -222,6 +240,21 @@ class GraphTask:
                 self.errored = True
                 anomaly_mode.print_stack(node)
             raise
+
+
+def _accumulate_on_stream(buf: list, nr: int, grad, producer, consumer) -> None:
+    """Put ``grad`` into a node's input buffer, ordered after the stream that made it.
+
+    The consumer's stream waits for the producer's, and a sum of two gradients runs on
+    the consumer's stream (STREAM-300).
+    """
+    _streams.sync_producer(grad, producer, consumer)
+    old = buf[nr]
+    if old is None:
+        buf[nr] = grad
+        return
+    with _streams.on_stream(consumer):
+        buf[nr] = old + grad
 
 
 def call_node(node: GraphNode, inputs: list) -> list:
@@ -417,6 +450,8 @@ def run_backward(tensors, grads, keep_graph: bool, create_graph: bool, inputs,
         outputs = [_input_edge(t, accumulate) for t in inputs]
     task = GraphTask(keep_graph, create_graph)
     root = _GraphRootNode(tuple(edges), root_grads)
+    # root gradients count as made on the caller's current stream (STREAM-302)
+    root._stream = _streams.root_stream(root_grads)
     task.prepare(root, outputs, accumulate)
     _execute(task, root)
     if accumulate:

@@ -26,6 +26,7 @@ import warnings
 
 from refimpl._state import STATE
 from refimpl.autograd import views
+from refimpl.autograd._streams import node_stream
 from refimpl.autograd.graph import GraphNode, gradient_edge
 from refimpl.autograd.saved import ERR_BACKWARD_TWICE, SavedVariable
 
@@ -326,6 +327,7 @@ def _wrap_outputs(ctx, raw, tensor_inputs: list, executable: bool):
     ctx._out_info = tuple(infos)
     ctx._in_meta = tuple((o._shape, o.dtype, o.device) if _is_tensor(o) else ((), None, None)
                          for o in outs)
+    ctx._stream = node_stream(ctx._in_meta)
     if node is not None:
         _save_variables(ctx)
     return tuple(outs) if is_tuple else outs[0]

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from refimpl.autograd import _flags
+from refimpl.autograd._streams import node_stream
 
 # Monotonic creation counter: the engine runs ready nodes newest first, like torch.
 _SEQUENCE = itertools.count()
@@ -109,6 +110,7 @@ class GraphNode:
         "_pre_hooks",
         "_retains_grad_hooks",
         "_seq",
+        "_stream",
         "_tensor_pre_hooks",
     )
 
@@ -117,6 +119,8 @@ class GraphNode:
     def _init_node(self, next_edges: tuple, in_meta: tuple) -> None:
         self._next = next_edges
         self._in_meta = in_meta
+        # the stream backward runs on: the forward's current stream (CUDA nodes only)
+        self._stream = node_stream(in_meta) if in_meta else None
         self._seq = next(_SEQUENCE)
         self._pre_hooks = None
         self._post_hooks = None
