@@ -88,6 +88,13 @@ def ipc_collect() -> None:
     _lazy_init()
 
 
+def current_blas_handle() -> int:
+    """The cuBLAS handle (``cublasHandle_t`` address) of the current device and stream."""
+    from refimpl.cuda import _blas
+
+    return _blas.current_blas_handle()
+
+
 _lazy.register_init_hook(_device_source.install)
 
 __all__ = [
@@ -102,6 +109,7 @@ __all__ = [
     "can_device_access_peer",
     "check_error",
     "cudaStatus",
+    "current_blas_handle",
     "current_device",
     "current_stream",
     "default_stream",

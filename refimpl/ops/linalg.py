@@ -2,8 +2,12 @@
 addbmm, matmul, outer, trace; re-exports einsum/tensordot/inner (``einsum``) and
 det/inverse/cross (``linalg_functions``).
 
-The kernels call numpy (``np.matmul`` reaches BLAS for float and complex; integer
-products use numpy's own loops, as torch's CPU also multiplies integers). Operands of
+The CPU kernels call numpy (``np.matmul`` reaches BLAS for float and complex; integer
+products use numpy's own loops, as torch's CPU also multiplies integers). The CUDA
+kernels call cuBLAS (``refimpl.cuda._blas``): GEMM for mm/bmm/mv and the fused
+``beta * input + alpha * product`` ops (input broadcast into the output, then the GEMM
+accumulates onto it, as torch does), dot/dotc for dot/vdot; integer and bool products
+raise torch's CUDA "not implemented" errors. Operands of
 ``mm``/``bmm``/``mv``/``dot`` must share a dtype (no promotion), with torch's messages.
 ``matmul`` is composite, as in torch: it routes to dot, mv, mm or bmm by the operands'
 dims, folding batch dims into ``mm`` when the left operand is batched and the right one
@@ -55,6 +59,46 @@ def _matmul_np(a: Tensor, b: Tensor, dtype: D.dtype) -> np.ndarray:
     return np_result(np.matmul(to_np(a, dtype), to_np(b, dtype)), dtype)
 
 
+# -- CUDA: cuBLAS (refimpl.cuda._blas) ----------------------------------------------------
+
+def _blas():
+    from refimpl.cuda import _blas
+
+    return _blas
+
+
+def _cuda_check(kernel: str, x: Tensor) -> None:
+    """torch's CUDA products run on cuBLAS: integer and bool dtypes are not implemented."""
+    if not _blas().blas_dtype(x.dtype):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_tn(x)}\'')
+
+
+def _cuda_out(shape: tuple, like: Tensor) -> Tensor:
+    return Tensor._empty(shape, like.dtype, like._storage.device)
+
+
+def _column(x: Tensor) -> Tensor:
+    """A 1-D tensor seen as a one-column matrix (same storage, no copy)."""
+    return Tensor._make(x._storage, (x._shape[0], 1), (x._stride[0], 1), x._offset, x.dtype)
+
+
+def _fused_cuda(kernel: str, input: Tensor, a: Tensor, b: Tensor, shape: tuple, beta, alpha,
+                out_shape: tuple | None = None) -> Tensor:
+    """``beta * input + alpha * a @ b`` as cuBLAS does it: ``input`` is broadcast into the
+    output first and the GEMM accumulates onto it (not read at all when beta == 0)."""
+    _cuda_check(kernel, a)
+    dt = a.dtype
+    out = _cuda_out(out_shape or shape, a)
+    beta, alpha = _scalar(beta, dt), _scalar(alpha, dt)
+    if beta != 0 and out.numel():
+        from refimpl.cuda import _tensor_ops
+
+        _tensor_ops.copy_(out, input)
+    view = out if out_shape is None else Tensor._make(out._storage, shape, (1, 1), 0, dt)
+    _blas().gemm(view, a, b, alpha=alpha, beta=beta)
+    return out
+
+
 # -- mm, bmm, mv, dot, vdot ------------------------------------------------------------
 
 def _check_mm(a: Tensor, b: Tensor) -> None:
@@ -98,7 +142,14 @@ def _bilinear_jvp(op_name: str):
     return jvp
 
 
-mm = defop("mm", meta=_mm_meta, cpu=_mm_cpu, backward=_mm_backward, jvp=_bilinear_jvp("mm"))
+def _mm_cuda(input, mat2) -> Tensor:
+    _check_mm(input, mat2)
+    _cuda_check("addmm_cuda", input)
+    return _blas().gemm(_cuda_out((input._shape[0], mat2._shape[1]), input), input, mat2)
+
+
+mm = defop("mm", meta=_mm_meta, cpu=_mm_cpu, cuda=_mm_cuda, backward=_mm_backward,
+           jvp=_bilinear_jvp("mm"))
 
 
 def _check_bmm(a: Tensor, b: Tensor) -> None:
@@ -131,7 +182,14 @@ def _bmm_backward(ctx, grad):
     return (grad.bmm(_h(b)) if need[0] else None, _h(a).bmm(grad) if need[1] else None)
 
 
-bmm = defop("bmm", meta=_bmm_meta, cpu=_bmm_cpu, backward=_bmm_backward,
+def _bmm_cuda(input, mat2) -> Tensor:
+    _check_bmm(input, mat2)
+    _cuda_check("baddbmm_cuda", input)  # torch's bmm runs baddbmm's kernel
+    out = _cuda_out((*input._shape[:2], mat2._shape[2]), input)
+    return _blas().gemm(out, input, mat2)
+
+
+bmm = defop("bmm", meta=_bmm_meta, cpu=_bmm_cpu, cuda=_bmm_cuda, backward=_bmm_backward,
             jvp=_bilinear_jvp("bmm"))
 
 
@@ -171,8 +229,18 @@ def _mv_backward(ctx, grad):
 # each operand's gradient reads only the other operand
 _CROSS = {"save_needs": {0: (1,), 1: (0,)}}
 _FUSED = {"save_needs": {1: (2,), 2: (1,)}}
-mv = defop("mv", meta=_mv_meta, cpu=_mv_cpu, backward=_mv_backward, jvp=_bilinear_jvp("mv"),
-           extra=_CROSS)
+def _mv_cuda(input, vec) -> Tensor:
+    _check_mv(vec.dtype, input, vec)
+    _cuda_check("addmv_impl_cuda", input)
+    rows = input._shape[0]
+    out = _cuda_out((rows,), input)
+    view = Tensor._make(out._storage, (rows, 1), (1, 1), 0, out.dtype)
+    _blas().gemm(view, input, _column(vec))
+    return out
+
+
+mv = defop("mv", meta=_mv_meta, cpu=_mv_cpu, cuda=_mv_cuda, backward=_mv_backward,
+           jvp=_bilinear_jvp("mv"), extra=_CROSS)
 
 
 def _check_dot(a: Tensor, b: Tensor) -> None:
@@ -213,10 +281,18 @@ def _vdot_backward(ctx, grad):
     return _conj(grad) * b, grad * a
 
 
-dot = defop("dot", meta=_dot_meta, cpu=_dot_cpu(False), backward=_dot_backward,
-            jvp=_bilinear_jvp("dot"), extra=_CROSS)
-vdot = defop("vdot", meta=_dot_meta, cpu=_dot_cpu(True), backward=_vdot_backward,
-             jvp=_bilinear_jvp("vdot"), extra=_CROSS)
+def _dot_cuda(conj_first: bool):
+    def kernel(input, other) -> Tensor:
+        _check_dot(input, other)
+        _cuda_check("vdot" if conj_first else "dot", input)
+        return _blas().dot(_cuda_out((), input), input, other, conj_x=conj_first)
+    return kernel
+
+
+dot = defop("dot", meta=_dot_meta, cpu=_dot_cpu(False), cuda=_dot_cuda(False),
+            backward=_dot_backward, jvp=_bilinear_jvp("dot"), extra=_CROSS)
+vdot = defop("vdot", meta=_dot_meta, cpu=_dot_cpu(True), cuda=_dot_cuda(True),
+             backward=_vdot_backward, jvp=_bilinear_jvp("vdot"), extra=_CROSS)
 
 
 # -- addmm, addmv, baddbmm, addbmm -------------------------------------------------------
@@ -315,8 +391,13 @@ def _fused_jvp(product_name: str):
     return jvp
 
 
-addmm = defop("addmm", meta=_addmm_meta, cpu=_addmm_cpu, backward=_addmm_backward,
-              jvp=_fused_jvp("mm"), extra=_FUSED)
+def _addmm_cuda(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
+    shape = _addmm_check(input, mat1, mat2)
+    return _fused_cuda("addmm_cuda", input, mat1, mat2, shape, beta, alpha)
+
+
+addmm = defop("addmm", meta=_addmm_meta, cpu=_addmm_cpu, cuda=_addmm_cuda,
+              backward=_addmm_backward, jvp=_fused_jvp("mm"), extra=_FUSED)
 
 
 def _addmv_meta(input, mat, vec, *, beta=1, alpha=1) -> TensorSpec:
@@ -340,8 +421,15 @@ def _addmv_backward(ctx, grad):
             _times(_h(mat).mv(grad), alpha) if need[2] else None)
 
 
-addmv = defop("addmv", meta=_addmv_meta, cpu=_addmv_cpu, backward=_addmv_backward,
-              jvp=_fused_jvp("mv"), extra=_FUSED)
+def _addmv_cuda(input, mat, vec, *, beta=1, alpha=1) -> Tensor:
+    _check_mv(input.dtype, mat, vec, input._shape)
+    rows = mat._shape[0]
+    return _fused_cuda("addmv_impl_cuda", input, mat, _column(vec), (rows, 1), beta, alpha,
+                       out_shape=(rows,))
+
+
+addmv = defop("addmv", meta=_addmv_meta, cpu=_addmv_cpu, cuda=_addmv_cuda,
+              backward=_addmv_backward, jvp=_fused_jvp("mv"), extra=_FUSED)
 
 
 def _baddbmm_check(input, b1, b2) -> tuple:
@@ -373,13 +461,25 @@ def _baddbmm_backward(ctx, grad):
             _times(_h(b1).bmm(grad), alpha) if need[2] else None)
 
 
-baddbmm = defop("baddbmm", meta=_baddbmm_meta, cpu=_baddbmm_cpu, backward=_baddbmm_backward,
-                jvp=_fused_jvp("bmm"), extra=_FUSED)
+def _baddbmm_cuda(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
+    shape = _baddbmm_check(input, batch1, batch2)
+    return _fused_cuda("baddbmm_cuda", input, batch1, batch2, shape, beta, alpha)
+
+
+baddbmm = defop("baddbmm", meta=_baddbmm_meta, cpu=_baddbmm_cpu, cuda=_baddbmm_cuda,
+                backward=_baddbmm_backward, jvp=_fused_jvp("bmm"), extra=_FUSED)
 
 
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (composite: bmm, sum, add)."""
     _check_bmm(batch1, batch2)
+    if batch1.is_cuda:
+        # sum_b batch1[b] @ batch2[b] is one GEMM over k' = (b, k): [b1_0 .. b1_B] @ [b2_0; ..]
+        nb, n, k = batch1._shape
+        _expand_check(input, (n, batch2._shape[2]))
+        left = batch1.permute(1, 0, 2).reshape(n, nb * k)
+        return addmm(input, left, batch2.reshape(nb * k, batch2._shape[2]), beta=beta,
+                     alpha=alpha)
     prod = bmm(batch1, batch2).sum(0)
     _expand_check(input, prod._shape)
     prod = prod if alpha == 1 else prod * alpha
@@ -461,8 +561,15 @@ def _eye_mask(x: Tensor) -> Tensor:
     return rows == refimpl.arange(x._shape[-1], device=x.device).unsqueeze(0)
 
 
+def _trace_cuda(input) -> Tensor:
+    _trace_dtype(input)
+    _no_bool("trace", input)
+    # the diagonal as a strided view, summed by the reduction kernels (int -> int64 as sum)
+    return input.diagonal().sum()
+
+
 trace = defop("trace", meta=lambda input: TensorSpec((), _trace_dtype(input), input.device),
-              cpu=_trace_cpu, backward=lambda ctx, g: (g * _eye_mask(ctx.args[0]),),
+              cpu=_trace_cpu, cuda=_trace_cuda, backward=lambda ctx, g: (g * _eye_mask(ctx.args[0]),),
               jvp=lambda ctx, t: trace(t), extra={"save_needs": {}})
 
 
