@@ -41,12 +41,14 @@ class BlockPool:
     so the best fit for ``size`` is ``bisect_left(keys, size << 64)``.
     """
 
-    __slots__ = ("blocks", "gc_calls", "is_small", "keys", "owner_pool_id", "stat_index")
+    __slots__ = ("blocks", "gc_calls", "is_small", "keys", "owner", "owner_pool_id", "stat_index")
 
     def __init__(self, is_small: bool, owner_pool_id: tuple[int, int] = (0, 0)) -> None:
         self.is_small = is_small
         self.stat_index = SMALL_POOL if is_small else LARGE_POOL
         self.owner_pool_id = owner_pool_id
+        # the PrivatePool (graph pool) this belongs to; None for the default pools
+        self.owner = None
         self.keys: dict[int, list[int]] = {}
         self.blocks: dict[int, Block] = {}
         self.gc_calls = 0

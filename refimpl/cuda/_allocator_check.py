@@ -23,7 +23,7 @@ def _fail(message: str) -> None:
 
 def _check_pool_lists(allocator: CachingAllocator) -> set[Block]:
     free: set[Block] = set()
-    for pool in (allocator.small_pool, allocator.large_pool):
+    for pool in allocator.block_pools():
         count = 0
         for stream, keys in pool.keys.items():
             if keys != sorted(keys):
@@ -124,7 +124,7 @@ def check_invariants(allocator: CachingAllocator) -> None:
                 _fail(f"{block} is active but neither allocated nor pending")
         if any(not b.allocated for b in allocator._by_address.values()):
             _fail("the address map holds a block that is not allocated")
-        if any(b.allocated or not b.event_count for b in allocator._pending):
+        if any(b.allocated or not (b.event_count or b.stream_uses) for b in allocator._pending):
             _fail("a pending block is allocated or has no event left")
         for address, block in allocator._by_address.items():
             if block.address != address:

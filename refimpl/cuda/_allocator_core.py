@@ -23,6 +23,7 @@ from refimpl.cuda._allocator_blocks import (
     roundup_power2_next_division,
 )
 from refimpl.cuda._allocator_config import SIZE_MAX, AllocatorConfig, get_config
+from refimpl.cuda._allocator_pools import GraphPools
 from refimpl.cuda._allocator_stats import (
     DeviceStats,
     format_size,
@@ -86,6 +87,12 @@ class CachingAllocator:
         # _deferred until the operation under way (_busy) ends.
         self._busy = False
         self._deferred: list[Block] = []
+        # Private pools of CUDA graph captures; ``_captures`` is their routing list,
+        # non-empty while a capture is under way (then no event is recorded or queried,
+        # and cross-stream frees wait in ``_after_capture``).
+        self.graph_pools = GraphPools()
+        self._captures = self.graph_pools.captures
+        self._after_capture: list[Block] = []
 
     # -- public operations -------------------------------------------------
 
@@ -127,7 +134,8 @@ class CachingAllocator:
         Raises :class:`_NoMemory` when there is none. A cache hit (the common case)
         runs from top to bottom of this one method: it is the allocator's hot path.
         """
-        if self._events:
+        captures = self._captures
+        if (self._events or self._after_capture) and not captures:
             self._process_events(context)
         config = self.config
         if config.roundup_enabled or size < K_MIN_BLOCK_SIZE:
@@ -135,6 +143,8 @@ class CachingAllocator:
         else:
             rounded = (size + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE
         pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
+        if captures:
+            pool = self.graph_pools.pool_for(rounded, stream) or pool
         if self.set_fraction and config.garbage_collection_threshold > 0.0:
             pool.gc_calls += 1
         max_split = config.max_split_size
@@ -263,7 +273,12 @@ class CachingAllocator:
             single_decrease(self.stats.oversize_allocations, 1)
         if block.stream_uses:
             self.stats.record_free_requested(block.pool.stat_index, size)
-            self._insert_events(block)
+            if self._captures:
+                # events may not be recorded during a capture: wait until none is under way
+                self._pending.add(block)
+                self._after_capture.append(block)
+            else:
+                self._insert_events(block)
         else:
             self._free_block(block, context, True)
 
@@ -305,6 +320,27 @@ class CachingAllocator:
                     block.stream_uses = {stream: None}
                 else:
                     block.stream_uses[stream] = None
+
+    # -- private pools (CUDA graphs) ----------------------------------------
+
+    def begin_allocate_to_pool(self, pool_id: tuple[int, int], stream_filter) -> None:
+        """Route allocations of the streams ``stream_filter`` accepts into a private pool."""
+        with self.lock:
+            self.graph_pools.begin(pool_id, stream_filter)
+
+    def end_allocate_to_pool(self, pool_id: tuple[int, int]) -> None:
+        """Stop routing allocations into ``pool_id`` (its memory stays with it)."""
+        with self.lock:
+            self.graph_pools.end(pool_id)
+
+    def release_pool(self, pool_id: tuple[int, int]) -> None:
+        """One graph using ``pool_id`` is gone; the last one makes the pool freeable."""
+        with self.lock:
+            self.graph_pools.release(pool_id)
+
+    def block_pools(self) -> list[BlockPool]:
+        """The default small and large pools, then every private pool's."""
+        return [self.small_pool, self.large_pool, *self.graph_pools.block_pools()]
 
     def empty_cache(self) -> None:
         """Wait for pending frees, then return every unsplit cached segment to the source."""
@@ -384,7 +420,7 @@ class CachingAllocator:
                 self._free_deferred()
 
     def _segments(self) -> list[dict[str, Any]]:
-        heads = {b for p in (self.small_pool, self.large_pool) for b in p.blocks.values()}
+        heads = {b for p in self.block_pools() for b in p.blocks.values()}
         heads.update(self._by_address.values())
         heads.update(self._pending)
         result = []
@@ -407,7 +443,9 @@ class CachingAllocator:
         block = self._alloc_block(pool, stream, alloc_size, False, context)
         if block is None and self._release_available_cached_blocks(pool, stream, size, context):
             block = self._alloc_block(pool, stream, alloc_size, False, context)
-        if block is None and self._release_cached_blocks(context):
+        # During a capture cached segments cannot be freed (that needs event
+        # synchronisation), so the last resort is skipped.
+        if block is None and not self._captures and self._release_cached_blocks(context):
             block = self._alloc_block(pool, stream, alloc_size, True, context)
         return block
 
@@ -434,6 +472,8 @@ class CachingAllocator:
         if address is None:
             return None
         self.total_reserved += size
+        if pool.owner is not None:
+            pool.owner.segments += 1
         block = Block(stream, size, pool, address)
         stats.record_segment_alloc(pool.stat_index, size)
         if size >= self.config.max_split_size:
@@ -525,6 +565,10 @@ class CachingAllocator:
         stats.record_segment_free(block.pool.stat_index, block.size)
         if block.size >= self.config.max_split_size:
             single_decrease(stats.oversize_segments, 1)
+        owner = block.pool.owner
+        if owner is not None:
+            owner.segments -= 1
+            self.graph_pools.forget_if_empty(owner)
 
     def _release_blocks(self, pool: BlockPool, context: Frames | None) -> None:
         for block in pool.ordered():
@@ -535,6 +579,11 @@ class CachingAllocator:
         self._synchronize_and_free_events(context)
         self._release_blocks(self.large_pool, context)
         self._release_blocks(self.small_pool, context)
+        # pools no graph uses any more give back their free segments, and go once empty
+        for pool in list(self.graph_pools.freeable.values()):
+            self._release_blocks(pool.small, context)
+            self._release_blocks(pool.large, context)
+            self.graph_pools.forget_if_empty(pool)
         return True
 
     def _release_available_cached_blocks(
@@ -603,7 +652,16 @@ class CachingAllocator:
             block.event_count += 1
             self._events.setdefault(stream, deque()).append((event, block))
 
+    def _insert_events_after_capture(self) -> None:
+        """Record the events of cross-stream frees requested during a capture."""
+        blocks, self._after_capture = self._after_capture, []
+        for block in blocks:
+            self._pending.discard(block)
+            self._insert_events(block)
+
     def _process_events(self, context: Frames | None) -> None:
+        if self._after_capture:
+            self._insert_events_after_capture()
         source = self.source
         for stream in list(self._events):
             queue = self._events[stream]
@@ -621,6 +679,8 @@ class CachingAllocator:
                 del self._events[stream]
 
     def _synchronize_and_free_events(self, context: Frames | None) -> None:
+        if self._after_capture and not self._captures:
+            self._insert_events_after_capture()
         self.stats.num_sync_all_streams += 1
         source = self.source
         events = self._events
