@@ -5,7 +5,9 @@ range [offset, offset + ceil(n/4)) of Philox4x32-10 keyed by the seed, then adva
 the offset. Being counter-based, the same stream can be produced by a CUDA kernel
 from the same (seed, offset) without sharing state, which is why refimpl uses it.
 The numbers are refimpl's own: torch's CPU generator (mt19937) draws other values,
-so conformance cases never compare random values across targets.
+so conformance cases never compare random values across targets. CUDA kernels
+(``refimpl.cuda._random_kernels``) compute the same stream on the device: with equal
+states, a CPU and a CUDA generator give the same values.
 """
 
 from __future__ import annotations
@@ -111,6 +113,14 @@ class Generator:
         """Move the stream to ``offset`` (in 4-word blocks)."""
         self._offset = int(offset)
         return self
+
+    def philox_cuda_state(self, increment: int) -> tuple[int, int]:
+        """Reserve the counter blocks of one CUDA kernel launch: returns (seed, offset)
+        and advances the offset by ``increment`` rounded up to a multiple of 4, as
+        torch's CUDA generator reserves its offsets (``philox_cuda_state``)."""
+        seed, offset = self._seed, self._offset
+        self._offset += -(-int(increment) // 4) * 4
+        return seed, offset
 
     # -- drawing -----------------------------------------------------------------------
 
