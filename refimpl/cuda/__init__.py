@@ -66,6 +66,13 @@ _transform_uuid_to_ordinals = _device._transform_uuid_to_ordinals
 _is_in_bad_fork = _lazy._is_in_bad_fork
 _lazy_call = _lazy._lazy_call
 _sleep = _kernels._sleep
+from refimpl.cuda.graphs import (
+    CUDAGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from refimpl.cuda.random import (
     get_rng_state,
     get_rng_state_all,
@@ -99,6 +106,7 @@ _lazy.register_init_hook(_device_source.install)
 
 __all__ = [
     "AcceleratorError",
+    "CUDAGraph",
     "CudaError",
     "DeferredCudaCallError",
     "Event",
@@ -122,12 +130,16 @@ __all__ = [
     "get_device_properties",
     "get_gencode_flags",
     "get_stream_from_external",
+    "graph",
+    "graph_pool_handle",
     "init",
     "ipc_collect",
     "is_available",
     "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
     "is_tf32_supported",
+    "make_graphed_callables",
     "mem_get_info",
     "set_device",
     "set_stream",

@@ -30,13 +30,21 @@ class DeviceSegmentSource:
         self._lock = threading.Lock()
 
     def allocate(self, nbytes: int) -> int | None:
-        """A new ``cuMemAlloc`` allocation, or None when the device is out of memory."""
+        """A new ``cuMemAlloc`` allocation, or None when the device is out of memory.
+
+        The call runs in the relaxed capture mode: a graph capture may need a new
+        segment for its private pool, and the allocation is not part of the graph
+        (its address is, and the pool keeps it until the graph is gone).
+        """
+        old = _driver.exchange_capture_mode("relaxed")
         try:
             return _driver.mem_alloc(self.device, nbytes)
         except _driver.CudaDriverError as exc:
             if exc.code == _driver.CUDA_ERROR_OUT_OF_MEMORY:
                 return None
             raise
+        finally:
+            _driver.exchange_capture_mode(old)
 
     def free(self, address: int, nbytes: int) -> None:
         """``cuMemFree`` an allocation made by :meth:`allocate`."""

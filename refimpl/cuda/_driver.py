@@ -480,9 +480,18 @@ def _tls_device_or_zero() -> int:
 
 
 def module_load(ordinal: int, image: bytes) -> int:
-    """Load a cubin or PTX image into the device's primary context."""
+    """Load a cubin or PTX image into the device's primary context.
+
+    A kernel first used inside a graph capture is loaded then: the load runs in the
+    relaxed capture mode, where the driver permits it (it is not captured).
+    """
     use_device(ordinal)
-    return int(_call("cuModuleLoadData", image))
+    d = _load("driver")
+    old = _call("cuThreadExchangeStreamCaptureMode", d.CUstreamCaptureMode(2))
+    try:
+        return int(_call("cuModuleLoadData", image))
+    finally:
+        _call("cuThreadExchangeStreamCaptureMode", old)
 
 
 def module_function(module: int, name: str) -> int:
@@ -507,6 +516,22 @@ def launch(ordinal: int, function: int, grid: tuple[int, int, int],
     _call("cuLaunchKernel", d.CUfunction(function), grid[0], grid[1], grid[2],
           block[0], block[1], block[2], shared_mem, d.CUstream(stream),
           ctypes.addressof(ptrs), 0)
+
+
+def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
+              stream: int) -> None:
+    """``cuLaunchKernel`` on a 1-D grid with a prebuilt ``kernelParams`` array address.
+
+    The hot path of elementwise kernels: no handle objects, no argument list built
+    per call (the caller keeps the parameter buffers alive across the call).
+    """
+    if _tls.device != ordinal:
+        use_device(ordinal)
+    out = _load("driver").cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
+                                         params, 0)
+    code = int(out[0])
+    if code != CUDA_SUCCESS:
+        raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
 
 
 # -- NVRTC ------------------------------------------------------------------------------
@@ -563,3 +588,79 @@ def nvrtc_compile(source: str, name: str, options: list[str], cubin: bool) -> by
         return image
     finally:
         _nvrtc_call("nvrtcDestroyProgram", prog)
+
+
+# -- graphs: stream capture, instantiate, launch ------------------------------------------
+
+# CUstreamCaptureMode values, by the names torch's capture_error_mode uses
+CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
+_CAPTURE_MODE_NAMES = {v: k for k, v in CAPTURE_MODES.items()}
+CAPTURE_STATUS_NONE, CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_INVALIDATED = 0, 1, 2
+
+
+def stream_begin_capture(ordinal: int, stream: int, mode: str) -> None:
+    """``cuStreamBeginCapture`` with the mode named ``global``/``thread_local``/``relaxed``."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuStreamBeginCapture", d.CUstream(stream), d.CUstreamCaptureMode(CAPTURE_MODES[mode]))
+
+
+def stream_end_capture(ordinal: int, stream: int) -> int:
+    """``cuStreamEndCapture``: the captured graph's handle (0 when the capture failed)."""
+    d = _load("driver")
+    use_device(ordinal)
+    return int(_call("cuStreamEndCapture", d.CUstream(stream)))
+
+
+def stream_capture_info(stream: int) -> tuple[int, int]:
+    """(capture status, capture id) of a stream; the id is 0 unless the status is active."""
+    d = _load("driver")
+    out = _call("cuStreamGetCaptureInfo", d.CUstream(stream))
+    status = int(out[0])
+    return status, (int(out[1]) if status == CAPTURE_STATUS_ACTIVE else 0)
+
+
+def exchange_capture_mode(mode: str) -> str:
+    """``cuThreadExchangeStreamCaptureMode``: set this thread's mode, return the old one."""
+    d = _load("driver")
+    old = _call("cuThreadExchangeStreamCaptureMode", d.CUstreamCaptureMode(CAPTURE_MODES[mode]))
+    return _CAPTURE_MODE_NAMES[int(old)]
+
+
+def graph_node_count(graph: int) -> int:
+    """The number of nodes of a graph."""
+    d = _load("driver")
+    out = _call("cuGraphGetNodes", d.CUgraph(graph), 0)
+    return int(out[1]) if isinstance(out, tuple) else int(out)
+
+
+def graph_instantiate(ordinal: int, graph: int) -> int:
+    """``cuGraphInstantiate``: an executable graph's handle."""
+    d = _load("driver")
+    use_device(ordinal)
+    return int(_call("cuGraphInstantiate", d.CUgraph(graph), 0))
+
+
+def graph_launch(ordinal: int, graph_exec: int, stream: int) -> None:
+    """``cuGraphLaunch`` of an executable graph on a stream."""
+    d = _load("driver")
+    use_device(ordinal)
+    _call("cuGraphLaunch", d.CUgraphExec(graph_exec), d.CUstream(stream))
+
+
+def graph_destroy(graph: int) -> None:
+    """``cuGraphDestroy``."""
+    d = _load("driver")
+    _call("cuGraphDestroy", d.CUgraph(graph))
+
+
+def graph_exec_destroy(graph_exec: int) -> None:
+    """``cuGraphExecDestroy``."""
+    d = _load("driver")
+    _call("cuGraphExecDestroy", d.CUgraphExec(graph_exec))
+
+
+def graph_debug_dot_print(graph: int, path: str) -> None:
+    """``cuGraphDebugDotPrint``: write the graph as Graphviz DOT to ``path``."""
+    d = _load("driver")
+    _call("cuGraphDebugDotPrint", d.CUgraph(graph), path.encode(), 1)
