@@ -22,8 +22,9 @@ makes capture-unsafe calls fail in every thread, ``"thread_local"`` only in this
 ``.item()``, a copy to the host) fails with the driver's "operation not permitted
 when stream is capturing" and invalidates the capture.
 
-What is not here yet: graph-safe random numbers (``register_generator_state``) and
-``make_graphed_callables`` raise NotImplementedError naming what is missing.
+``make_graphed_callables`` (in ``_graphed_callables``) captures a callable's forward
+and backward. Not here yet: graph-safe random numbers (``register_generator_state``
+raises NotImplementedError).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 from refimpl.cuda import _allocator, _driver, streams
 from refimpl.cuda._allocator_pools import new_pool_id
+from refimpl.cuda._graphed_callables import make_graphed_callables
 from refimpl.cuda._lazy import _lazy_init, is_initialized
 
 __all__ = [
@@ -241,11 +243,3 @@ class graph:
     def __exit__(self, *exc: object) -> None:
         self.cuda_graph.capture_end()
         self.stream_ctx.__exit__(*exc)
-
-
-def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3,
-                           allow_unused_input: bool = False, pool: Any = None) -> Any:
-    """Graphed versions of callables (forward and backward each captured): not yet."""
-    raise NotImplementedError(
-        "refimpl.cuda.make_graphed_callables is not implemented yet (it needs graphed "
-        "autograd: a captured forward and backward per callable)")
