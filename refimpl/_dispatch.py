@@ -201,7 +201,10 @@ def _inplace(op: OpDef, args: tuple, kwargs: dict):
     """Compute the base op, check the result fits ``self``, write it, bump the version."""
     self = args[0]
     result = kernel_layer(op.base, args, kwargs)
-    write_into(self, result, op.name)
+    if result is self:  # the kernel wrote into self (CUDA elementwise ops)
+        self._version_counter.bump()
+    else:
+        write_into(self, result, op.name)
     return self
 
 

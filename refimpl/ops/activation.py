@@ -23,10 +23,12 @@ from refimpl.ops._pointwise import (
     binary_meta,
     checked_scalar,
     conj,
+    cuda_fields,
     finish,
     fit,
     inplace,
     operand,
+    run_cuda,
 )
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.elementwise_binary import where
@@ -64,6 +66,13 @@ def _threshold_backward_cpu(grad_output, self, threshold):
     return finish(r, grad_output.dtype, shape)
 
 
+def _threshold_backward_cuda(grad_output, self, threshold):
+    spec = _pair_meta(grad_output, self)
+    return run_cuda("b <= thr ? Cvt<decltype(a)>::f(0) : a", (grad_output, self),
+                    grad_output.dtype, (grad_output.dtype, self.dtype),
+                    {"thr": (threshold, self.dtype)}, spec.shape, None, "threshold_backward")
+
+
 def _threshold_backward_backward(ctx, gg):
     _, self, threshold = ctx.args
     return threshold_backward(gg, self, threshold), zeros_like(self), None
@@ -71,13 +80,15 @@ def _threshold_backward_backward(ctx, gg):
 
 threshold_backward = defop(
     "threshold_backward", meta=_pair_meta, cpu=_threshold_backward_cpu,
+    cuda=_threshold_backward_cuda,
     backward=_threshold_backward_backward,
     jvp=lambda ctx, tg, *_: threshold_backward(tg, ctx.args[1], ctx.args[2]),
     extra={"method": False})
 
 
-def _output_backward(name: str, factor, d_factor):
-    """``grad_output * conj(factor(output))`` and its derivatives (holomorphic factor)."""
+def _output_backward(name: str, factor, d_factor, cuda: str):
+    """``grad_output * conj(factor(output))`` and its derivatives (holomorphic factor);
+    ``cuda`` is the same product over ``a`` (grad_output) and ``b`` (output)."""
 
     def cpu(grad_output, output):
         shape = _pair_meta(grad_output, output).shape
@@ -90,7 +101,12 @@ def _output_backward(name: str, factor, d_factor):
         g, y = ctx.args
         return op(gg, y.conj()), gg.conj() * g * d_factor(y).conj()
 
-    op = defop(name, meta=_pair_meta, cpu=cpu, backward=backward,
+    def on_cuda(grad_output, output):
+        spec = _pair_meta(grad_output, output)
+        return run_cuda(cuda, (grad_output, output), spec.dtype, spec.dtype, None, spec.shape,
+                        None, name)
+
+    op = defop(name, meta=_pair_meta, cpu=cpu, backward=backward, cuda=on_cuda,
                jvp=lambda ctx, tg, ty=None: _output_jvp(ctx, tg, ty, op, d_factor),
                extra={"method": False})
     return op
@@ -105,8 +121,9 @@ def _output_jvp(ctx, tg, ty, op, d_factor):
 
 
 sigmoid_backward = _output_backward("sigmoid_backward", lambda y: y * (1 - y),
-                                    lambda y: 1 - 2 * y)
-tanh_backward = _output_backward("tanh_backward", lambda y: 1 - y * y, lambda y: -2 * y)
+                                    lambda y: 1 - 2 * y, "a * r_conj(b * (1 - b))")
+tanh_backward = _output_backward("tanh_backward", lambda y: 1 - y * y, lambda y: -2 * y,
+                                 "a * r_conj(1 - b * b)")
 
 # -- relu / threshold ---------------------------------------------------------------------------
 
@@ -119,10 +136,11 @@ def _relu_check(x, **_) -> None:
 
 
 _relu_impl = Unary(lambda x: np.maximum(x, np.zeros((), x.dtype)), result="same",
-                   check=_relu_check)
+                   check=_relu_check, cuda="r_maximum(a, decltype(a)(0))", name="relu")
 relu = defop("relu", meta=_relu_impl.meta, cpu=_relu_impl.cpu,
              backward=lambda ctx, g: (threshold_backward(g, ctx.outputs[0], 0),),
-             jvp=lambda ctx, t: where(ctx.outputs[0] <= 0, 0, t), saves=("outputs",))
+             jvp=lambda ctx, t: where(ctx.outputs[0] <= 0, 0, t), saves=("outputs",),
+             **cuda_fields(_relu_impl))
 relu_ = inplace(relu)
 
 
@@ -133,22 +151,34 @@ def _threshold(x, threshold, value):
 class _Scalars(Unary):
     """A unary op whose scalar arguments are converted with torch's overflow check."""
 
-    def cpu(self, x, *args, **kwargs):
+    def _checked(self, x, args, kwargs) -> tuple:
         self.prepare(x, args, kwargs)  # torch checks the arguments before converting them
         dt = _arg(x.dtype)
         args = tuple(checked_scalar(a, dt) if a is not None else None for a in args)
         kwargs = {k: checked_scalar(v, dt) if isinstance(v, (int, float, complex)) else v
                   for k, v in kwargs.items()}
+        return args, kwargs
+
+    def cpu(self, x, *args, **kwargs):
+        args, kwargs = self._checked(x, args, kwargs)
         return Unary.cpu(self, x, *args, **kwargs)
+
+    def cuda_into(self, into, x, *args, **kwargs):
+        args, kwargs = self._checked(x, args, kwargs)
+        return Unary.cuda_into(self, into, x, *args, **kwargs)
+
+
+def _threshold_cuda(dtype, x, threshold, value):
+    return "a <= th ? val : a", {"th": (threshold, dtype), "val": (value, dtype)}
 
 
 _threshold_impl = _Scalars(_threshold, result="same", allow=REAL - {D.bool_},
-                           kernel="threshold_cpu")
+                           kernel="threshold_cpu", cuda=_threshold_cuda, name="threshold")
 threshold = defop(
     "threshold", meta=_threshold_impl.meta, cpu=_threshold_impl.cpu,
     backward=lambda ctx, g: (threshold_backward(g, ctx.args[0], ctx.args[1]),),
     jvp=lambda ctx, t, *_: threshold_backward(t, ctx.args[0], ctx.args[1]),
-    extra={"method": False})
+    **cuda_fields(_threshold_impl, {"method": False}))
 threshold_ = inplace(threshold)
 
 # -- logit ----------------------------------------------------------------------------------------
@@ -171,9 +201,17 @@ def _logit_backward(ctx, g):
     return (where((x < eps).logical_or(x > 1 - eps), 0, d),)
 
 
-_logit_impl = Unary(_logit, result="float", allow=REAL, kernel="logit_cpu")
+def _logit_cuda(dtype, x, eps=None):
+    if eps is None:
+        return "log(a / (1 - a))", None
+    return "r_logit(a, eps, true)", {"eps": (eps, dtype)}
+
+
+_logit_impl = Unary(_logit, result="float", allow=REAL, kernel="logit_cpu", cuda=_logit_cuda,
+                    name="logit")
 logit = defop("logit", meta=_logit_impl.meta, cpu=_logit_impl.cpu, backward=_logit_backward,
-              jvp=lambda ctx, t, *_: fit(_logit_backward(ctx, t)[0], ctx.outputs[0]))
+              jvp=lambda ctx, t, *_: fit(_logit_backward(ctx, t)[0], ctx.outputs[0]),
+              **cuda_fields(_logit_impl))
 logit_ = inplace(logit)
 
 # -- gelu / silu / softplus / hardtanh -------------------------------------------------------------
@@ -204,12 +242,14 @@ def _gelu_grad(x, approximate):
 
 
 _gelu_impl = Unary(_gelu, result="same", allow=FLOATING, kernel="GeluKernelImpl",
-                   check=_gelu_check)
+                   check=_gelu_check, name="gelu",
+                   cuda=lambda dtype, x, approximate="none": (
+                       "r_gelu_tanh(a)" if approximate == "tanh" else "r_gelu(a)", None))
 gelu = defop(
     "gelu", meta=_gelu_impl.meta, cpu=_gelu_impl.cpu,
     backward=lambda ctx, g: (g * _gelu_grad(ctx.args[0], ctx.kwargs.get("approximate", "none")),),
     jvp=lambda ctx, t: t * _gelu_grad(ctx.args[0], ctx.kwargs.get("approximate", "none")),
-    extra={"method": False})
+    **cuda_fields(_gelu_impl, {"method": False}))
 gelu_ = inplace(gelu)
 
 
@@ -219,10 +259,11 @@ def _silu_grad(x):
 
 
 _silu_impl = Unary(lambda x: x / (1 + np.exp(-x)), result="same", allow=INEXACT,
-                   kernel="silu_cpu")
+                   kernel="silu_cpu", cuda="a / (1 + exp(-a))", cuda_complex=True, name="silu")
 silu = defop("silu", meta=_silu_impl.meta, cpu=_silu_impl.cpu,
              backward=lambda ctx, g: (g * conj(_silu_grad(ctx.args[0])),),
-             jvp=lambda ctx, t: t * _silu_grad(ctx.args[0]), extra={"method": False})
+             jvp=lambda ctx, t: t * _silu_grad(ctx.args[0]),
+             **cuda_fields(_silu_impl, {"method": False}))
 silu_ = inplace(silu)
 
 
@@ -241,10 +282,16 @@ def _softplus_grad(ctx):
     return where(bx > thr, 1, z / (z + 1))
 
 
-_softplus_impl = _Scalars(_softplus, result="same", allow=FLOATING, kernel="softplus_cpu")
+def _softplus_cuda(dtype, x, beta=1.0, threshold=20.0):
+    return "r_softplus(a, beta, thr)", {"beta": (beta, dtype), "thr": (threshold, dtype)}
+
+
+_softplus_impl = _Scalars(_softplus, result="same", allow=FLOATING, kernel="softplus_cpu",
+                          cuda=_softplus_cuda, name="softplus")
 softplus = defop("softplus", meta=_softplus_impl.meta, cpu=_softplus_impl.cpu,
                  backward=lambda ctx, g: (g * _softplus_grad(ctx),),
-                 jvp=lambda ctx, t, *_: t * _softplus_grad(ctx), extra={"method": False})
+                 jvp=lambda ctx, t, *_: t * _softplus_grad(ctx),
+                 **cuda_fields(_softplus_impl, {"method": False}))
 
 
 def _hardtanh_check(x, min_val=-1.0, max_val=1.0) -> None:
@@ -265,6 +312,14 @@ class _Hardtanh(Unary):
 
         return finish(clamp(x, min_val, max_val)._np, x.dtype, x._shape)
 
+    def cuda(self, x, min_val=-1.0, max_val=1.0):
+        """clamp on the device, then a device-side cast to ``x``'s dtype."""
+        self.prepare(x, (min_val, max_val), {})
+        from refimpl.ops.clamp import clamp
+
+        r = clamp(x, min_val, max_val)
+        return r if r.dtype is x.dtype else r.to(x.dtype)
+
 
 def _hardtanh_mask(ctx):
     x = ctx.args[0]
@@ -275,6 +330,7 @@ def _hardtanh_mask(ctx):
 
 _hardtanh_impl = _Hardtanh(None, result="same", check=_hardtanh_check)
 hardtanh = defop("hardtanh", meta=_hardtanh_impl.meta, cpu=_hardtanh_impl.cpu,
+                 cuda=_hardtanh_impl.cuda,
                  backward=lambda ctx, g: (where(_hardtanh_mask(ctx), 0, g),),
                  jvp=lambda ctx, t, *_: where(_hardtanh_mask(ctx), 0, t),
                  extra={"method": False})

@@ -26,8 +26,10 @@ from refimpl.ops._pointwise import (
     fit,
     inplace,
     not_implemented,
+    not_implemented_cuda,
     operand,
     out_device,
+    run_cuda,
     unbroadcast,
 )
 from refimpl.ops._registry import TensorSpec, defop
@@ -93,6 +95,29 @@ def _scalar_cpu(self, min=None, max=None) -> np.ndarray:
                     self._shape)
 
 
+def _clamp_expr(lo, hi) -> str:
+    """NaN-propagating bounds, in the order of the CPU kernel (``min`` first)."""
+    if lo is not None and hi is not None:
+        return "r_minimum(r_maximum(a, b), c)"
+    return "r_maximum(a, b)" if lo is not None else "r_minimum(a, c)"
+
+
+def _scalar_cuda_into(into, self, min=None, max=None):
+    dtype = _scalar_meta(self, min, max).dtype
+    if dtype is D.bool_:
+        kernel = ("clamp_scalar_cpu" if min is not None and max is not None
+                  else "clamp_min_scalar_cpu" if min is not None else "clamp_max_scalar_cpu")
+        raise not_implemented_cuda(kernel, dtype)
+    lo, hi = _bound_value(min, dtype), _bound_value(max, dtype)
+    return run_cuda(_clamp_expr(lo, hi), (self, 0 if lo is None else lo,
+                                          0 if hi is None else hi),
+                    dtype, dtype, None, self._shape, into, "clamp")
+
+
+def _scalar_cuda(self, min=None, max=None):
+    return _scalar_cuda_into(None, self, min, max)
+
+
 def _tensor_meta(self, min=None, max=None, *, check_self: bool = True) -> TensorSpec:
     _both_none(min, max)
     if check_self and self.dtype.category == 3:
@@ -111,6 +136,23 @@ def _tensor_cpu(self, min=None, max=None, *, check_self: bool = True) -> np.ndar
     if spec.dtype not in allow:
         raise not_implemented(kernel, spec.dtype)
     return _compute(self, min, max, spec.dtype, spec.shape)
+
+
+def _tensor_cuda_into(into, self, min=None, max=None, *, check_self: bool = True):
+    spec = _tensor_meta(self, min, max, check_self=check_self)
+    if min is not None and max is not None:
+        kernel, allow = "clamp_cpu", REAL - {D.bool_}
+    else:
+        kernel, allow = ("maximum_cpu" if min is not None else "minimum_cpu"), REAL
+    if spec.dtype not in allow:
+        raise not_implemented_cuda(kernel, spec.dtype)
+    return run_cuda(_clamp_expr(min, max), (self, 0 if min is None else min,
+                                            0 if max is None else max),
+                    spec.dtype, spec.dtype, None, spec.shape, into, "clamp")
+
+
+def _tensor_cuda(self, min=None, max=None):
+    return _tensor_cuda_into(None, self, min, max)
 
 
 def _inside(x, lo, hi):
@@ -169,10 +211,11 @@ def _tensor_jvp(ctx, tx, tlo=None, thi=None):
 
 
 _clamp_s = defop("clamp", meta=_scalar_meta, cpu=_scalar_cpu, backward=_scalar_backward,
-                 jvp=_scalar_jvp, node="ClampBackward1", extra=_hidden())
+                 jvp=_scalar_jvp, node="ClampBackward1", cuda=_scalar_cuda,
+                 extra=_hidden(cuda_into=_scalar_cuda_into))
 _clamp_t = defop("clamp.Tensor", meta=_tensor_meta, cpu=_tensor_cpu,
                  backward=_tensor_backward, jvp=_tensor_jvp, node="ClampBackward0",
-                 extra=_hidden())
+                 cuda=_tensor_cuda, extra=_hidden(cuda_into=_tensor_cuda_into))
 
 
 def _one_bound(name: str, which: str):
@@ -193,6 +236,13 @@ def _one_bound(name: str, which: str):
     def t_cpu(self, bound):
         return _tensor_cpu(self, **{which: bound}, check_self=False)
 
+    def s_cuda_into(into, self, bound):
+        s_meta(self, bound)
+        return _scalar_cuda_into(into, self, **{which: bound})
+
+    def t_cuda_into(into, self, bound):
+        return _tensor_cuda_into(into, self, **{which: bound}, check_self=False)
+
     def keep(x, b):
         return x >= b if which == "min" else x <= b
 
@@ -208,9 +258,11 @@ def _one_bound(name: str, which: str):
 
     camel = "ClampMin" if which == "min" else "ClampMax"
     scalar = defop(name, meta=s_meta, cpu=s_cpu, backward=backward, jvp=jvp,
-                   node=f"{camel}Backward0", extra=_hidden())
+                   node=f"{camel}Backward0", cuda=lambda self, b: s_cuda_into(None, self, b),
+                   extra=_hidden(cuda_into=s_cuda_into))
     tensor = defop(f"{name}.Tensor", meta=t_meta, cpu=t_cpu, backward=backward, jvp=jvp,
-                   node=f"{camel}Backward1", extra=_hidden())
+                   node=f"{camel}Backward1", cuda=lambda self, b: t_cuda_into(None, self, b),
+                   extra=_hidden(cuda_into=t_cuda_into))
     return scalar, tensor
 
 

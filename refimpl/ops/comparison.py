@@ -24,27 +24,31 @@ from refimpl.ops._pointwise import (
     Unary,
     alias,
     broadcast_pair,
+    cuda_fields,
     exact_out,
     finish,
     float_dtype,
     inplace,
+    is_cuda,
     operand,
+    run_cuda,
 )
 from refimpl.ops._registry import TensorSpec, defop
 
 
-def _compare(name: str, fn, allow=ALL):
-    impl = Binary(fn, result="bool", allow=allow, kernel=f"{name}_cpu", name=name)
-    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+def _compare(name: str, fn, cuda: str, allow=ALL):
+    impl = Binary(fn, result="bool", allow=allow, kernel=f"{name}_cpu", name=name, cuda=cuda,
+                  cuda_complex=True)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False, **cuda_fields(impl))
     return op, inplace(op)
 
 
-eq, eq_ = _compare("eq", np.equal, ALL | {D.complex32})
-ne, ne_ = _compare("ne", np.not_equal, ALL | {D.complex32})
-lt, lt_ = _compare("lt", np.less, REAL)
-le, le_ = _compare("le", np.less_equal, REAL)
-gt, gt_ = _compare("gt", np.greater, REAL)
-ge, ge_ = _compare("ge", np.greater_equal, REAL)
+eq, eq_ = _compare("eq", np.equal, "a == b", ALL | {D.complex32})
+ne, ne_ = _compare("ne", np.not_equal, "a != b", ALL | {D.complex32})
+lt, lt_ = _compare("lt", np.less, "a < b", REAL)
+le, le_ = _compare("le", np.less_equal, "a <= b", REAL)
+gt, gt_ = _compare("gt", np.greater, "a > b", REAL)
+ge, ge_ = _compare("ge", np.greater_equal, "a >= b", REAL)
 not_equal, not_equal_ = alias(ne, "not_equal"), alias(ne_, "not_equal_")
 less, less_ = alias(lt, "less"), alias(lt_, "less_")
 less_equal, less_equal_ = alias(le, "less_equal"), alias(le_, "less_equal_")
@@ -56,19 +60,23 @@ def equal(input: Tensor, other: Tensor) -> bool:
     """True when both tensors have the same shape and equal elements (NaN != NaN)."""
     if input.shape != other.shape:
         return False
+    if is_cuda(input) or is_cuda(other):
+        return bool(eq(input, other).all())  # reduced on the device
     return bool(np.all(eq(input, other)._np))
 
 
 # -- predicates --------------------------------------------------------------------------------
 
 
-def _predicate(name: str, fn, *, real_only: str | None = None):
+def _predicate(name: str, fn, cuda, *, real_only: str | None = None):
     def check(x, **_):
         if real_only and x.dtype.category == 3:
             raise RuntimeError(real_only)
 
-    impl = Unary(fn, result="bool", check=check if real_only else None)
-    return defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+    impl = Unary(fn, result="bool", check=check if real_only else None, cuda=cuda,
+                 cuda_complex=True, name=name)
+    return defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False,
+                 **cuda_fields(impl))
 
 
 def _exactly(value: bool):
@@ -85,15 +93,16 @@ def _floating(fn, otherwise: bool):
     return apply
 
 
-isnan = _predicate("isnan", _floating(np.isnan, False))
-isinf = _predicate("isinf", _floating(np.isinf, False))
-isfinite = _predicate("isfinite", _floating(np.isfinite, True))
-isposinf = _predicate("isposinf", _floating(np.isposinf, False),
+isnan = _predicate("isnan", _floating(np.isnan, False), "r_isnan(a)")
+isinf = _predicate("isinf", _floating(np.isinf, False), "r_isinf(a)")
+isfinite = _predicate("isfinite", _floating(np.isfinite, True), "r_isfinite(a)")
+isposinf = _predicate("isposinf", _floating(np.isposinf, False), "r_isinf(a) && a > 0",
                       real_only="isposinf does not support complex inputs.")
-isneginf = _predicate("isneginf", _floating(np.isneginf, False),
+isneginf = _predicate("isneginf", _floating(np.isneginf, False), "r_isinf(a) && a < 0",
                       real_only="isneginf does not support complex inputs.")
 isreal = _predicate("isreal", lambda x: x.imag == 0 if x.dtype.kind == "c"
-                    else np.full(x.shape, True))
+                    else np.full(x.shape, True),
+                    lambda dtype, x: ("a.im == 0" if dtype.category == 3 else "true", None))
 
 
 def _check_tol(input: Tensor, other: Tensor, rtol: float, atol: float, equal_nan: bool):
@@ -135,13 +144,34 @@ def _isclose_meta(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return spec._replace(dtype=D.bool_)
 
 
-isclose = defop("isclose", meta=_isclose_meta, cpu=_isclose_cpu, differentiable=False)
+_ISCLOSE = ("a == b || (eq_nan && r_isnan(a) && r_isnan(b)) || "
+            "(r_isfinite(r_abs(a - b)) && r_abs(a - b) <= atol + r_abs(rtol * b))")
+
+
+def _isclose_cuda(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    spec = _isclose_meta(input, other, rtol, atol, equal_nan)
+    # the same working precision as the CPU kernel: float64 (complex128) for floats
+    if input.dtype.category < 2:
+        work = float_dtype(input.dtype)
+    else:
+        work = D.complex128 if input.dtype.category == 3 else D.float64
+    params = {"rtol": (rtol, D.float64), "atol": (atol, D.float64),
+              "eq_nan": (bool(equal_nan), D.bool_)}
+    return run_cuda(_ISCLOSE, (input, other), D.bool_, work, params, spec.shape, None,
+                    "isclose")
+
+
+isclose = defop("isclose", meta=_isclose_meta, cpu=_isclose_cpu, cuda=_isclose_cuda,
+                differentiable=False)
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
     """``isclose(...).all()`` as a Python bool: ``|input - other| <= atol + rtol * |other|``."""
-    return bool(np.all(isclose(input, other, rtol, atol, equal_nan)._np))
+    close = isclose(input, other, rtol, atol, equal_nan)
+    if is_cuda(close):
+        return bool(close.all())  # reduced on the device
+    return bool(np.all(close._np))
 
 
 # -- logical ------------------------------------------------------------------------------------
@@ -156,19 +186,20 @@ def _tensor_other(name: str):
     return pre
 
 
-def _logical(name: str, fn):
+def _logical(name: str, fn, cuda: str):
     impl = Binary(lambda x, y: fn(x != 0, y != 0), result="bool", pre=_tensor_other(name),
-                  name=name)
-    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+                  name=name, cuda=cuda, cuda_complex=True)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False, **cuda_fields(impl))
     return op, inplace(op)
 
 
-logical_and, logical_and_ = _logical("logical_and", np.logical_and)
-logical_or, logical_or_ = _logical("logical_or", np.logical_or)
-logical_xor, logical_xor_ = _logical("logical_xor", np.logical_xor)
-_not_impl = Unary(lambda x: x == 0, result="bool")
+logical_and, logical_and_ = _logical("logical_and", np.logical_and, "r_nz(a) && r_nz(b)")
+logical_or, logical_or_ = _logical("logical_or", np.logical_or, "r_nz(a) || r_nz(b)")
+logical_xor, logical_xor_ = _logical("logical_xor", np.logical_xor, "r_nz(a) != r_nz(b)")
+_not_impl = Unary(lambda x: x == 0, result="bool", cuda="!r_nz(a)", cuda_complex=True,
+                  name="logical_not")
 logical_not = defop("logical_not", meta=_not_impl.meta, cpu=_not_impl.cpu,
-                    differentiable=False)
+                    differentiable=False, **cuda_fields(_not_impl))
 logical_not_ = inplace(logical_not)
 
 # -- bitwise ------------------------------------------------------------------------------------
@@ -176,18 +207,20 @@ logical_not_ = inplace(logical_not)
 _BITS = BOOL | INTEGRAL
 
 
-def _bitwise(name: str, fn, kernel: str, allow=_BITS):
-    impl = Binary(fn, allow=allow, kernel=kernel, name=name)
-    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False)
+def _bitwise(name: str, fn, kernel: str, cuda: str, allow=_BITS):
+    impl = Binary(fn, allow=allow, kernel=kernel, name=name, cuda=cuda)
+    op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False, **cuda_fields(impl))
     return op, inplace(op)
 
 
-bitwise_and, bitwise_and_ = _bitwise("bitwise_and", np.bitwise_and, "bitwise_and_cpu")
-bitwise_or, bitwise_or_ = _bitwise("bitwise_or", np.bitwise_or, "bitwise_or_cpu")
-bitwise_xor, bitwise_xor_ = _bitwise("bitwise_xor", np.bitwise_xor, "bitwise_xor_cpu")
-_bnot_impl = Unary(np.invert, result="same", allow=_BITS, kernel="bitwise_not_cpu")
+bitwise_and, bitwise_and_ = _bitwise("bitwise_and", np.bitwise_and, "bitwise_and_cpu", "a & b")
+bitwise_or, bitwise_or_ = _bitwise("bitwise_or", np.bitwise_or, "bitwise_or_cpu", "a | b")
+bitwise_xor, bitwise_xor_ = _bitwise("bitwise_xor", np.bitwise_xor, "bitwise_xor_cpu", "a ^ b")
+_bnot_impl = Unary(np.invert, result="same", allow=_BITS, kernel="bitwise_not_cpu",
+                   cuda=lambda dtype, x: ("!a" if dtype is D.bool_ else "~a", None),
+                   name="bitwise_not")
 bitwise_not = defop("bitwise_not", meta=_bnot_impl.meta, cpu=_bnot_impl.cpu,
-                    differentiable=False)
+                    differentiable=False, **cuda_fields(_bnot_impl))
 bitwise_not_ = inplace(bitwise_not)
 bitwise_not = exact_out(bitwise_not)
 
@@ -214,9 +247,9 @@ def _rshift(x, y):
 
 
 bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", _lshift, "lshift_cpu",
-                                                   INTEGRAL)
+                                                   "r_lshift(a, b)", INTEGRAL)
 bitwise_right_shift, bitwise_right_shift_ = _bitwise("bitwise_right_shift", _rshift,
-                                                     "rshift_cpu", INTEGRAL)
+                                                     "rshift_cpu", "r_rshift(a, b)", INTEGRAL)
 
 # -- membership -----------------------------------------------------------------------------
 

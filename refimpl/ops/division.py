@@ -24,13 +24,16 @@ from refimpl.ops._pointwise import (
     alias,
     checked_scalar,
     conj,
+    cuda_fields,
     dtype_of,
     fast_binary,
     fast_same,
     finish,
     fit,
     inplace,
+    not_implemented_cuda,
     operand,
+    run_cuda,
     unbroadcast,
 )
 from refimpl.ops._registry import defop
@@ -65,9 +68,12 @@ def _div_pre(a, b, rounding_mode=None) -> None:
 
 
 _true_div_impl = Binary(np.true_divide, result="float", pre=_div_pre, kernel="div_cpu",
-                        name="div")
+                        name="div", cuda="a / b", cuda_complex=True)
+# CUDA integer division by zero is not checked (the GPU cannot raise; torch does not either)
 _mode_div_impl = Binary(_div_mode, allow=REAL - BOOL, pre=_div_pre, name="div",
-                        kernel=lambda rounding_mode: f"div_{rounding_mode}_cpu")
+                        kernel=lambda rounding_mode: f"div_{rounding_mode}_cpu",
+                        cuda=lambda dtype, a, b, rounding_mode=None: (
+                            f"r_div_{rounding_mode}(a, b)", None))
 
 
 def _div_cpu(a, b):
@@ -97,10 +103,11 @@ def _div_jvp(ctx, ta, tb=None):
 
 
 _div_tensor = defop("div", meta=_true_div_impl.meta, cpu=_div_cpu, backward=_div_backward,
-                    jvp=_div_jvp, saves=("inputs", "outputs"), extra=_hidden())
+                    jvp=_div_jvp, saves=("inputs", "outputs"),
+                    **cuda_fields(_true_div_impl, _hidden()))
 _div_mode_op = defop("div.Tensor_mode", meta=_mode_div_impl.meta, cpu=_mode_div_impl.cpu,
                      backward=_div_backward, jvp=_div_jvp, node="DivBackward2",
-                     extra=_hidden())
+                     **cuda_fields(_mode_div_impl, _hidden()))
 
 
 def div(input, other, *, rounding_mode: str | None = None, out=None) -> Tensor:
@@ -157,9 +164,9 @@ def _fmod_int(x, y):
 
 
 _remainder_impl = Binary(_zero_checked(np.remainder), allow=REAL - BOOL, kernel="remainder_cpu",
-                         name="remainder")
+                         name="remainder", cuda="r_remainder(a, b)")
 _fmod_impl = Binary(_zero_checked(_fmod_int), allow=REAL - BOOL, kernel="fmod_cpu",
-                    name="fmod")
+                    name="fmod", cuda="r_fmod(a, b)")
 
 
 def _mod_backward(mode: str):
@@ -184,7 +191,7 @@ def _mod_jvp(mode: str):
 
 def _mod_ops(name: str, impl: Binary, mode: str):
     common = {"meta": impl.meta, "cpu": impl.cpu, "backward": _mod_backward(mode),
-              "jvp": _mod_jvp(mode), "extra": _hidden()}
+              "jvp": _mod_jvp(mode), **cuda_fields(impl, _hidden())}
     scalar = defop(f"{name}.Scalar", node=f"{name.capitalize()}Backward0", saves=(), **common)
     tensor = defop(f"{name}.Tensor", node=f"{name.capitalize()}Backward1", **common)
     return scalar, tensor
@@ -267,6 +274,11 @@ def _pow_scalar_check(dtype, a, b) -> None:
         checked_scalar(b, dtype)  # the exponent is converted to the base's type
 
 
+# torch's pow(Tensor, Scalar) kernels for special exponents (floating and complex)
+_POW_SPECIAL = {2: "a * a", 3: "a * a * a", 0.5: "sqrt(a)", -0.5: "r_rsqrt(a)", -1: "1 / a",
+                -2: "1 / (a * a)"}
+
+
 class _PowScalarExp(Binary):
     """``pow(Tensor, Scalar)``: exponents 0 and 1 fill and copy, for every dtype."""
 
@@ -277,6 +289,20 @@ class _PowScalarExp(Binary):
         if b == 1:
             return finish(operand(a, dtype), out, shape).copy()
         return Binary.cpu(self, a, b)
+
+    def cuda_into(self, into, a, b, **kwargs):
+        """The CUDA kernel: special exponents as products, roots and reciprocals."""
+        shape, dtype, out = self.prepare(a, b, kwargs)
+        if b == 0 or b == 1:
+            expr = "1" if b == 0 else "a"
+        else:
+            if dtype not in self.allow:
+                raise not_implemented_cuda("pow", dtype)
+            expr = "r_pow(a, b)"
+            if dtype.category >= 2:
+                e = b.real if isinstance(b, complex) and b.imag == 0 else b
+                expr = _POW_SPECIAL.get(e, expr) if not isinstance(e, complex) else expr
+        return run_cuda(expr, (a, b), out, dtype, None, shape, into, "pow")
 
 
 class _PowScalarBase(Binary):
@@ -289,8 +315,17 @@ class _PowScalarBase(Binary):
             return np.ones(shape, out.np)
         return Binary.cpu(self, a, b)
 
+    def cuda_into(self, into, a, b, **kwargs):
+        """The CUDA kernel (a base of 1 gives ones)."""
+        shape, dtype, out = self.prepare(a, b, kwargs)
+        if dtype not in self.allow:
+            raise not_implemented_cuda("pow", dtype)
+        return run_cuda("1" if a == 1 else "r_pow(a, b)", (a, b), out, dtype, None, shape,
+                        into, "pow")
 
-_pow_tt_impl = Binary(_pow, allow=NUMERIC, kernel="pow", name="pow")
+
+_pow_tt_impl = Binary(_pow, allow=NUMERIC, kernel="pow", name="pow", cuda="r_pow(a, b)",
+                      cuda_complex=True)
 _pow_ts_impl = _PowScalarExp(_pow_scalar_exp, allow=NUMERIC, kernel="pow", name="pow",
                              post=_pow_scalar_check)
 _pow_st_impl = _PowScalarBase(_pow, allow=NUMERIC, kernel="pow", name="pow")
@@ -379,13 +414,13 @@ def _pow_st_jvp(ctx, tb, te=None):
 
 _pow_tt = defop("pow", meta=_pow_tt_impl.meta, cpu=_pow_tt_impl.cpu, backward=_pow_tt_backward,
                 jvp=_pow_tt_jvp, node="PowBackward1", saves=("inputs", "outputs"),
-                extra=_hidden())
+                **cuda_fields(_pow_tt_impl, _hidden()))
 _pow_ts = defop("pow.Tensor_Scalar", meta=_pow_ts_impl.meta, cpu=_pow_ts_impl.cpu,
                 backward=_pow_ts_backward, jvp=_pow_ts_jvp, node="PowBackward0",
-                extra=_hidden())
+                **cuda_fields(_pow_ts_impl, _hidden()))
 _pow_st = defop("pow.Scalar", meta=_pow_st_impl.meta, cpu=_pow_st_impl.cpu,
                 backward=_pow_st_backward, jvp=_pow_st_jvp, node="PowBackward2",
-                saves=("inputs", "outputs"), extra=_hidden())
+                saves=("inputs", "outputs"), **cuda_fields(_pow_st_impl, _hidden()))
 _pow_tt_, _pow_ts_ = inplace(_pow_tt), inplace(_pow_ts)
 
 

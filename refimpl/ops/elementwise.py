@@ -28,6 +28,7 @@ from refimpl.ops._pointwise import (  # noqa: F401 - re-exported for other op mo
     binary_meta,
     checked_scalar,
     conj,
+    cuda_fields,
     dtype_of,
     exact_out,
     fast_binary,
@@ -63,8 +64,19 @@ def _scaled(y, alpha):
     return y * scalar_np(alpha, y.dtype)
 
 
+def _alpha_cuda(op: str):
+    """``a op b`` or ``a op alpha * b`` (alpha in the compute type, as torch's opmath)."""
+
+    def spec(dtype, a, b, alpha=1):
+        if type(alpha) is int and alpha == 1 and dtype.category < 3:
+            return f"a {op} b", None
+        return f"a {op} alpha * b", {"alpha": (alpha, dtype)}
+
+    return spec
+
+
 _add_impl = Binary(lambda x, y, alpha=1: np.add(x, _scaled(y, alpha)), post=_alpha_check,
-                   complex32=True, name="add")
+                   complex32=True, name="add", cuda=_alpha_cuda("+"), cuda_complex=True)
 
 
 def _add_cpu(a, b, *, alpha=1):
@@ -90,7 +102,7 @@ def _add_jvp(ctx, ta, tb=None):
 
 
 add = defop("add", meta=_add_impl.meta, cpu=_add_cpu, backward=_add_backward, jvp=_add_jvp,
-            saves=())
+            saves=(), **cuda_fields(_add_impl))
 
 
 def _sub_check(a, b, **_) -> None:
@@ -107,8 +119,8 @@ def _sub_check(a, b, **_) -> None:
 
 
 _sub_impl = Binary(lambda x, y, alpha=1: np.subtract(x, _scaled(y, alpha)), pre=_sub_check,
-                   name="sub",
-                   post=_alpha_check, complex32=True)
+                   name="sub", post=_alpha_check, complex32=True, cuda=_alpha_cuda("-"),
+                   cuda_complex=True)
 
 
 def _sub_cpu(a, b, *, alpha=1):
@@ -134,7 +146,7 @@ def _sub_jvp(ctx, ta, tb=None):
 
 
 sub = defop("sub", meta=_sub_impl.meta, cpu=_sub_cpu, backward=_sub_backward, jvp=_sub_jvp,
-            saves=())
+            saves=(), **cuda_fields(_sub_impl))
 subtract = alias(sub, "subtract")
 
 def _rsub_meta(a, b, *, alpha=1) -> TensorSpec:
@@ -143,6 +155,10 @@ def _rsub_meta(a, b, *, alpha=1) -> TensorSpec:
 
 def _rsub_cpu(a, b, *, alpha=1):
     return _sub_impl.cpu(b, a, alpha=alpha)
+
+
+def _rsub_cuda(a, b, *, alpha=1):
+    return _sub_impl.cuda(b, a, alpha=alpha)
 
 
 def _rsub_backward(ctx, grad):
@@ -159,9 +175,10 @@ def _rsub_jvp(ctx, ta, tb=None):
     return fit(add_tangents(ta, tb), ctx.outputs[0])
 
 
-_rsub_tensor = defop("rsub", meta=_rsub_meta, cpu=_rsub_cpu, backward=_rsub_backward,
+_rsub_tensor = defop("rsub", meta=_rsub_meta, cpu=_rsub_cpu, cuda=_rsub_cuda,
+                     backward=_rsub_backward,
                      jvp=_rsub_jvp, saves=(), extra=_hidden())
-_rsub_scalar = defop("rsub.Scalar", meta=_rsub_meta, cpu=_rsub_cpu,
+_rsub_scalar = defop("rsub.Scalar", meta=_rsub_meta, cpu=_rsub_cpu, cuda=_rsub_cuda,
                      backward=_rsub_backward, jvp=_rsub_jvp, saves=(), node="RsubBackward1",
                      extra=_hidden())
 
@@ -177,7 +194,7 @@ def rsub(input: Tensor, other, alpha=1, *, out=None) -> Tensor:
 
 # -- mul -----------------------------------------------------------------------------------
 
-_mul_impl = Binary(np.multiply, complex32=True, name="mul")
+_mul_impl = Binary(np.multiply, complex32=True, name="mul", cuda="a * b", cuda_complex=True)
 
 
 def _mul_cpu(a, b):
@@ -200,7 +217,8 @@ def _mul_jvp(ctx, ta, tb=None):
                ctx.outputs[0])
 
 
-mul = defop("mul", meta=_mul_impl.meta, cpu=_mul_cpu, backward=_mul_backward, jvp=_mul_jvp)
+mul = defop("mul", meta=_mul_impl.meta, cpu=_mul_cpu, backward=_mul_backward, jvp=_mul_jvp,
+            **cuda_fields(_mul_impl))
 multiply = alias(mul, "multiply")
 
 # -- neg / abs / positive -------------------------------------------------------------------
@@ -212,15 +230,16 @@ def _neg_check(x) -> None:
             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
-_neg_impl = Unary(np.negative, check=_neg_check)
+_neg_impl = Unary(np.negative, check=_neg_check, cuda="-a", cuda_complex=True, name="neg")
 _neg = defop("neg", meta=_neg_impl.meta, cpu=_neg_impl.cpu, backward=lambda ctx, g: (-g,),
-             jvp=lambda ctx, t: -t, saves=())
+             jvp=lambda ctx, t: -t, saves=(), **cuda_fields(_neg_impl))
 neg = exact_out(_neg)
 negative = alias(neg, "negative")
 neg_ = inplace(_neg)
 negative_ = alias(neg_, "negative_")
 
-_abs_impl = Unary(np.abs, result="real", allow=NUMERIC, kernel="abs_cpu")
+_abs_impl = Unary(np.abs, result="real", allow=NUMERIC, kernel="abs_cpu", cuda="r_abs(a)",
+                  cuda_complex=True, name="abs")
 
 
 def _abs_backward(ctx, grad):
@@ -236,7 +255,7 @@ def _abs_jvp(ctx, t):
 
 
 _abs = defop("abs", meta=_abs_impl.meta, cpu=_abs_impl.cpu, backward=_abs_backward,
-             jvp=_abs_jvp)
+             jvp=_abs_jvp, **cuda_fields(_abs_impl))
 abs = exact_out(_abs)
 absolute = alias(abs, "absolute")
 _abs_ = inplace(_abs)

@@ -30,13 +30,17 @@ from refimpl.ops._pointwise import (
     checked_scalar,
     compute_dtype,
     conj,
+    cuda_fields,
     dtype_of,
     finish,
     fit,
     inplace,
+    no_cuda_complex,
     not_implemented,
+    not_implemented_cuda,
     operand,
     out_device,
+    run_cuda,
     shape_of,
     unbroadcast,
 )
@@ -80,13 +84,13 @@ def _both(*checks):
     return pre
 
 
-def _binary(name: str, fn, *, result: str = "promote", allow=ALL, kernel: str = "",
+def _binary(name: str, fn, cuda, *, result: str = "promote", allow=ALL, kernel: str = "",
             pre=None, post=None, backward=None, jvp=None, node=None, saves=("inputs",),
-            with_inplace: bool = True):
+            with_inplace: bool = True, cplx: bool = False):
     impl = Binary(fn, result=result, allow=allow, kernel=kernel, pre=pre, post=post,
-                  name=name)
+                  name=name, cuda=cuda, cuda_complex=cplx)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, node=node,
-               saves=saves)
+               saves=saves, **cuda_fields(impl))
     return op, (inplace(op) if with_inplace else None)
 
 
@@ -119,12 +123,12 @@ def _where_zero(cond, x):
 
 _atan2_bw, _atan2_jvp = _grads(lambda a, b, y: b / (a * a + b * b),
                                lambda a, b, y: -a / (a * a + b * b))
-atan2, atan2_ = _binary("atan2", np.arctan2, result="float", allow=REAL, kernel="atan2_cpu",
+atan2, atan2_ = _binary("atan2", np.arctan2, "atan2(a, b)", result="float", allow=REAL, kernel="atan2_cpu",
                         pre=_tensor_other("atan2"), backward=_atan2_bw, jvp=_atan2_jvp)
 arctan2, arctan2_ = alias(atan2, "arctan2"), alias(atan2_, "arctan2_")
 
 _hypot_bw, _hypot_jvp = _grads(lambda a, b, y: a / y, lambda a, b, y: b / y)
-hypot, hypot_ = _binary("hypot", np.hypot, allow=FLOATING, kernel="hypot_cpu",
+hypot, hypot_ = _binary("hypot", np.hypot, "hypot(a, b)", allow=FLOATING, kernel="hypot_cpu",
                         pre=_tensor_other("hypot"), backward=_hypot_bw, jvp=_hypot_jvp,
                         saves=("inputs", "outputs"))
 
@@ -140,12 +144,12 @@ def _logaddexp(x, y):
 
 _lae_bw, _lae_jvp = _grads(lambda a, b, y: (1 + (b - a).exp()).reciprocal(),
                            lambda a, b, y: (1 + (a - b).exp()).reciprocal())
-logaddexp, _ = _binary("logaddexp", _logaddexp, allow=INEXACT, kernel="logaddexp_cpu",
+logaddexp, _ = _binary("logaddexp", _logaddexp, "r_logaddexp(a, b)", allow=INEXACT, kernel="logaddexp_cpu",
                        pre=_tensor_other("logaddexp"), backward=_lae_bw, jvp=_lae_jvp,
                        with_inplace=False)
 _lae2_bw, _lae2_jvp = _grads(lambda a, b, y: (1 + pow_scalar(2.0, b - a)).reciprocal(),
                              lambda a, b, y: (1 + pow_scalar(2.0, a - b)).reciprocal())
-logaddexp2, _ = _binary("logaddexp2", np.logaddexp2, allow=FLOATING, kernel="logaddexp2_cpu",
+logaddexp2, _ = _binary("logaddexp2", np.logaddexp2, "r_logaddexp2(a, b)", allow=FLOATING, kernel="logaddexp2_cpu",
                         pre=_tensor_other("logaddexp2"), backward=_lae2_bw, jvp=_lae2_jvp,
                         with_inplace=False)
 
@@ -170,10 +174,19 @@ class _NativeBinary(Binary):
         return finish(self.fn(operand(a, dtype, dtype.np), operand(b, dtype, dtype.np)),
                       out, shape)
 
+    def cuda_into(self, into, a, b, **kwargs):
+        """float32/float64 only: the generated kernels compute float16/bfloat16 in float,
+        where a step to the next representable value is a different step."""
+        shape, dtype, out = self.prepare(a, b, kwargs)
+        if dtype not in (D.float32, D.float64):
+            raise not_implemented_cuda(self.kernel, dtype)
+        return run_cuda("nextafter(a, b)", (a, b), out, dtype, None, shape, into, self.name)
+
 
 _next_impl = _NativeBinary(_nextafter, allow=FLOATING, kernel="nextafter_cpu", name="nextafter",
                            pre=_tensor_other("nextafter"))
 nextafter = defop("nextafter", meta=_next_impl.meta, cpu=_next_impl.cpu,
+                  **cuda_fields(_next_impl),
                   backward=lambda ctx, g: (unbroadcast(g, ctx.args[0]),
                                            unbroadcast(g * 0, ctx.args[1])),
                   jvp=lambda ctx, ta, tb=None: fit(ta, ctx.outputs[0]), saves=())
@@ -214,12 +227,12 @@ def _lt(a, b):
 _maximum_bw, _maximum_jvp = _max_backward(_gt)
 _minimum_bw, _minimum_jvp = _max_backward(_lt)
 maximum, _ = _binary(
-    "maximum", np.maximum,
+    "maximum", np.maximum, "r_maximum(a, b)",
     pre=_both(_tensor_other("maximum"),
               _no_complex("maximum not implemented for complex tensors.")),
     backward=_maximum_bw, jvp=_maximum_jvp, with_inplace=False)
 minimum, _ = _binary(
-    "minimum", np.minimum,
+    "minimum", np.minimum, "r_minimum(a, b)",
     pre=_both(_tensor_other("minimum"),
               _no_complex("minimum not implemented for complex tensors.")),
     backward=_minimum_bw, jvp=_minimum_jvp, with_inplace=False)
@@ -242,11 +255,11 @@ def _fmax_backward(ge):
 _fmax_bw, _fmax_jvp = _fmax_backward(lambda a, b: a >= b)
 _fmin_bw, _fmin_jvp = _fmax_backward(lambda a, b: a <= b)
 fmax, _ = _binary(
-    "fmax", np.fmax,
+    "fmax", np.fmax, "r_fmax(a, b)",
     pre=_both(_tensor_other("fmax"), _no_complex("fmax not implemented for complex tensors.")),
     backward=_fmax_bw, jvp=_fmax_jvp, with_inplace=False)
 fmin, _ = _binary(
-    "fmin", np.fmin,
+    "fmin", np.fmin, "r_fmin(a, b)",
     pre=_both(_tensor_other("fmin"), _no_complex("fmin not implemented for complex tensors.")),
     backward=_fmin_bw, jvp=_fmin_jvp, with_inplace=False)
 
@@ -259,13 +272,13 @@ def _copysign_self(a, b, y):
 
 _copysign_bw, _copysign_jvp = _grads(_copysign_self, lambda a, b, y: 0 * y)
 _copysign_impl = Binary(np.copysign, result="float", allow=REAL, kernel="copysign_cpu",
-                        name="copysign")
+                        name="copysign", cuda="copysign(a, b)")
 _copysign_t = defop("copysign", meta=_copysign_impl.meta, cpu=_copysign_impl.cpu,
                     backward=_copysign_bw, jvp=_copysign_jvp, saves=("inputs", "outputs"),
-                    extra=_hidden())
+                    **cuda_fields(_copysign_impl, _hidden()))
 _copysign_s = defop("copysign.Scalar", meta=_copysign_impl.meta, cpu=_copysign_impl.cpu,
                     backward=_copysign_bw, jvp=_copysign_jvp, saves=("inputs", "outputs"),
-                    node="CopysignBackward1", extra=_hidden())
+                    node="CopysignBackward1", **cuda_fields(_copysign_impl, _hidden()))
 _copysign_t_, _copysign_s_ = inplace(_copysign_t), inplace(_copysign_s)
 
 
@@ -292,12 +305,13 @@ def _xlogy_self(a, b, y):
 
 
 _xlogy_bw, _xlogy_jvp = _grads(_xlogy_self, lambda a, b, y: a / b)
-_xlogy_impl = Binary(_xlogy, result="float", allow=REAL, kernel="xlogy_cpu", name="xlogy")
+_xlogy_impl = Binary(_xlogy, result="float", allow=REAL, kernel="xlogy_cpu", name="xlogy",
+                     cuda="r_xlogy(a, b)")
 
 
 def _xlogy_op(name: str, node: str):
     return defop(name, meta=_xlogy_impl.meta, cpu=_xlogy_impl.cpu, backward=_xlogy_bw,
-                 jvp=_xlogy_jvp, node=node, extra=_hidden())
+                 jvp=_xlogy_jvp, node=node, **cuda_fields(_xlogy_impl, _hidden()))
 
 
 _xlogy_tt = _xlogy_op("xlogy", "XlogyBackward0")
@@ -337,7 +351,8 @@ def _heaviside_backward(ctx, g):
     raise RuntimeError("derivative for aten::heaviside is not implemented")
 
 
-heaviside, heaviside_ = _binary("heaviside", _heaviside, pre=_heaviside_pre,
+heaviside, heaviside_ = _binary("heaviside", _heaviside, "r_heaviside(a, b)",
+                                pre=_heaviside_pre,
                                 backward=_heaviside_backward, node="NotImplemented", saves=())
 
 # -- where ----------------------------------------------------------------------------------------
@@ -371,6 +386,21 @@ def _where_cpu(input, condition, other) -> np.ndarray:
     return finish(r, spec.dtype, spec.shape)
 
 
+def _where_cuda(input, condition, other) -> Tensor:
+    spec = _where_meta(input, condition, other)
+    if spec.dtype is D.complex32:
+        raise NotImplementedError(COMPLEX32_MESSAGE)
+    if condition.dtype is D.uint8:
+        import warnings
+
+        warnings.warn(
+            "where received a uint8 condition tensor. This behavior is deprecated and will be "
+            "removed in a future version of PyTorch. Use a boolean condition instead.",
+            UserWarning, stacklevel=5)
+    return run_cuda("b ? a : c", (input, condition, other), spec.dtype,
+                    (spec.dtype, D.bool_, spec.dtype), None, spec.shape, None, "where")
+
+
 def _where_backward(ctx, g):
     x, cond, y = ctx.args
     gx = unbroadcast(where(cond, g, 0), x) if isinstance(x, Tensor) else None
@@ -387,8 +417,8 @@ def _where_jvp(ctx, tx, tcond=None, ty=None):
 
 # torch's aten order is where(condition, self, other); this op takes (self, condition,
 # other) so that its Tensor method is ``x.where(condition, y)`` like torch's.
-_where = defop("where", meta=_where_meta, cpu=_where_cpu, backward=_where_backward,
-               jvp=_where_jvp)
+_where = defop("where", meta=_where_meta, cpu=_where_cpu, cuda=_where_cuda,
+               backward=_where_backward, jvp=_where_jvp)
 
 
 def where(condition, input=None, other=None, *, out=None):
@@ -445,6 +475,22 @@ def _lerp_cpu(self, end, weight) -> np.ndarray:
     return finish(r, self.dtype, spec.shape)
 
 
+def _lerp_cuda_into(into, self, end, weight) -> Tensor:
+    spec = _lerp_meta(self, end, weight)
+    if self.dtype not in INEXACT:
+        kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+        raise not_implemented(kernel, self.dtype)
+    if not isinstance(weight, Tensor):
+        wdt = D.float32 if self.dtype in (D.float16, D.bfloat16) else self.dtype
+        weight = checked_scalar(weight, wdt)
+    return run_cuda("r_lerp(a, b, c)", (self, end, weight), self.dtype, self.dtype, None,
+                    spec.shape, into, "lerp")
+
+
+def _lerp_cuda(self, end, weight) -> Tensor:
+    return _lerp_cuda_into(None, self, end, weight)
+
+
 def _lerp_backward(ctx, g):
     a, b, w = ctx.args
     ga = unbroadcast(g * conj(1 - w), a)
@@ -460,10 +506,11 @@ def _lerp_jvp(ctx, ta, tb=None, tw=None):
     return fit(r, ctx.outputs[0])
 
 
+_lerp_cuda_fields = {"cuda": _lerp_cuda, "extra": _hidden(cuda_into=_lerp_cuda_into)}
 _lerp_s = defop("lerp.Scalar", meta=_lerp_meta, cpu=_lerp_cpu, backward=_lerp_backward,
-                jvp=_lerp_jvp, node="LerpBackward0", extra=_hidden())
+                jvp=_lerp_jvp, node="LerpBackward0", **_lerp_cuda_fields)
 _lerp_t = defop("lerp.Tensor", meta=_lerp_meta, cpu=_lerp_cpu, backward=_lerp_backward,
-                jvp=_lerp_jvp, node="LerpBackward1", extra=_hidden())
+                jvp=_lerp_jvp, node="LerpBackward1", **_lerp_cuda_fields)
 _lerp_s_, _lerp_t_ = inplace(_lerp_s), inplace(_lerp_t)
 
 
@@ -508,6 +555,20 @@ def _addc(divide: bool):
             r = x + v * (t1 / t2 if divide else t1 * t2)
         return finish(r, dtype, spec.shape)
 
+    def cuda_into(into, self, tensor1, tensor2, *, value=1) -> Tensor:
+        spec = meta(self, tensor1, tensor2)
+        dtype = spec.dtype
+        if dtype not in (INEXACT if divide else NUMERIC):
+            raise not_implemented_cuda("addcdiv" if divide else "addcmul", dtype)
+        vdt = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
+        v = checked_scalar(value, vdt)
+        expr = "a + v * (b / c)" if divide else "a + v * (b * c)"
+        return run_cuda(expr, (self, tensor1, tensor2), dtype, dtype, {"v": (v, dtype)},
+                        spec.shape, into, "addcdiv" if divide else "addcmul")
+
+    def cuda(self, tensor1, tensor2, *, value=1) -> Tensor:
+        return cuda_into(None, self, tensor1, tensor2, value=value)
+
     def backward(ctx, g):
         x, t1, t2 = ctx.args
         v = ctx.kwargs.get("value", 1)
@@ -530,19 +591,20 @@ def _addc(divide: bool):
             parts = (tx, None if t1 is None else t1 * b * v, None if t2 is None else t2 * a * v)
         return fit(add_tangents(*parts), ctx.outputs[0])
 
-    return meta, cpu, backward, jvp
+    return meta, cpu, backward, jvp, cuda, cuda_into
 
 
 def _addc_op(name: str, divide: bool):
-    meta, cpu, backward, jvp = _addc(divide)
-    op = defop(name, meta=meta, cpu=cpu, backward=backward, jvp=jvp)
+    meta, cpu, backward, jvp, cuda, cuda_into = _addc(divide)
+    op = defop(name, meta=meta, cpu=cpu, backward=backward, jvp=jvp, cuda=cuda,
+               extra={"cuda_into": cuda_into})
     return op, inplace(op)
 
 
 addcmul, addcmul_ = _addc_op("addcmul", False)
 addcdiv, addcdiv_ = _addc_op("addcdiv", True)
 
-_ = (BOOL, COMPLEX)
+_ = (BOOL, COMPLEX, no_cuda_complex)
 
 __all__ = [
     "addcdiv", "addcmul", "arctan2", "atan2", "copysign", "fmax", "fmin", "heaviside", "hypot",

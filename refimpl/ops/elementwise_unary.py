@@ -25,6 +25,7 @@ from refimpl.ops._pointwise import (
     REAL,
     Unary,
     alias,
+    cuda_fields,
     exact_out,
     fit,
     inplace,
@@ -40,15 +41,17 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
            check=None, grad=None, saves=("inputs",), with_inplace: bool = True,
-           node: str | None = None, backward=None):
-    """Declare ``name`` (and ``name_``) from a numpy function and a derivative.
+           node: str | None = None, backward=None, cuda=None, cplx: bool = False):
+    """Declare ``name`` (and ``name_``) from a numpy function, a CUDA expression over
+    ``a`` (``cplx``: it holds for complex dtypes too) and a derivative.
 
     ``grad(x, out)`` is d out / d x written in refimpl ops; backward is
     ``grad_out * conj(grad)`` and jvp ``tangent * grad``, torch's conventions for
     holomorphic functions. ``grad=_zero_grad`` gives zeros (rounding ops);
     ``grad=None`` leaves the op without derivative formulas.
     """
-    impl = Unary(fn, result=result, allow=allow, kernel=kernel, check=check)
+    impl = Unary(fn, result=result, allow=allow, kernel=kernel, check=check, cuda=cuda,
+                 cuda_complex=cplx, name=name)
     custom, backward, jvp = backward, None, None
     if grad is _zero_grad:
         def backward(ctx, g):
@@ -66,7 +69,7 @@ def _unary(name: str, fn, *, result: str = "float", allow=ALL, kernel: str = "",
         def jvp(ctx, t):
             return fit(t * grad(ctx.args[0], ctx.outputs[0]), ctx.outputs[0])
     op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=custom or backward, jvp=jvp,
-               saves=saves, node=node)
+               saves=saves, node=node, **cuda_fields(impl))
     return op, (inplace(op) if with_inplace else None)
 
 
@@ -78,35 +81,51 @@ def _zero_grad(x, out):
 
 # -- exponentials and logarithms -------------------------------------------------------
 
-exp, exp_ = _unary("exp", np.exp, grad=lambda x, y: y, saves=("outputs",))
-exp2, exp2_ = _unary("exp2", np.exp2, grad=lambda x, y: y * _LN2, saves=("outputs",))
-expm1, expm1_ = _unary("expm1", np.expm1, grad=lambda x, y: y + 1, saves=("outputs",))
-log, log_ = _unary("log", np.log, grad=lambda x, y: x.reciprocal())
-log2, log2_ = _unary("log2", np.log2, grad=lambda x, y: (x * _LN2).reciprocal())
-log10, log10_ = _unary("log10", np.log10, grad=lambda x, y: (x * _LN10).reciprocal())
-log1p, log1p_ = _unary("log1p", np.log1p, grad=lambda x, y: (x + 1).reciprocal())
-sqrt, sqrt_ = _unary("sqrt", np.sqrt, grad=lambda x, y: (y * 2).reciprocal(),
+exp, exp_ = _unary("exp", np.exp, cuda="exp(a)", cplx=True, grad=lambda x, y: y, saves=("outputs",))
+exp2, exp2_ = _unary("exp2", np.exp2, cuda="exp2(a)", cplx=True,
+                     grad=lambda x, y: y * _LN2, saves=("outputs",))
+expm1, expm1_ = _unary("expm1", np.expm1, cuda="expm1(a)", cplx=True,
+                       grad=lambda x, y: y + 1, saves=("outputs",))
+log, log_ = _unary("log", np.log, cuda="log(a)", cplx=True, grad=lambda x, y: x.reciprocal())
+log2, log2_ = _unary("log2", np.log2, cuda="log2(a)", cplx=True,
+                     grad=lambda x, y: (x * _LN2).reciprocal())
+log10, log10_ = _unary("log10", np.log10, cuda="log10(a)", cplx=True,
+                       grad=lambda x, y: (x * _LN10).reciprocal())
+log1p, log1p_ = _unary("log1p", np.log1p, cuda="log1p(a)", cplx=True,
+                       grad=lambda x, y: (x + 1).reciprocal())
+sqrt, sqrt_ = _unary("sqrt", np.sqrt, cuda="sqrt(a)", cplx=True,
+                     grad=lambda x, y: (y * 2).reciprocal(),
                      saves=("outputs",))
-rsqrt, rsqrt_ = _unary("rsqrt", lambda x: 1 / np.sqrt(x), grad=lambda x, y: y.pow(3) * -0.5,
+rsqrt, rsqrt_ = _unary("rsqrt", lambda x: 1 / np.sqrt(x), cuda="r_rsqrt(a)", cplx=True,
+                       grad=lambda x, y: y.pow(3) * -0.5,
                        saves=("outputs",))
-reciprocal, reciprocal_ = _unary("reciprocal", lambda x: 1 / x, grad=lambda x, y: -(y * y),
+reciprocal, reciprocal_ = _unary("reciprocal", lambda x: 1 / x, cuda="1 / a", cplx=True,
+                                 grad=lambda x, y: -(y * y),
                                  saves=("outputs",))
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------
 
-sin, sin_ = _unary("sin", np.sin, grad=lambda x, y: x.cos())
-cos, cos_ = _unary("cos", np.cos, grad=lambda x, y: -x.sin())
-tan, tan_ = _unary("tan", np.tan, grad=lambda x, y: y * y + 1, saves=("outputs",))
-asin, asin_ = _unary("asin", np.arcsin, grad=lambda x, y: (1 - x * x).rsqrt())
-acos, acos_ = _unary("acos", np.arccos, grad=lambda x, y: -(1 - x * x).rsqrt())
-atan, atan_ = _unary("atan", np.arctan, grad=lambda x, y: (x * x + 1).reciprocal())
-sinh, sinh_ = _unary("sinh", np.sinh, grad=lambda x, y: x.cosh())
-cosh, cosh_ = _unary("cosh", np.cosh, grad=lambda x, y: x.sinh())
-tanh, tanh_ = _unary("tanh", np.tanh, grad=lambda x, y: 1 - y * y, saves=("outputs",),
+sin, sin_ = _unary("sin", np.sin, cuda="sin(a)", cplx=True, grad=lambda x, y: x.cos())
+cos, cos_ = _unary("cos", np.cos, cuda="cos(a)", cplx=True, grad=lambda x, y: -x.sin())
+tan, tan_ = _unary("tan", np.tan, cuda="tan(a)", cplx=True,
+                   grad=lambda x, y: y * y + 1, saves=("outputs",))
+asin, asin_ = _unary("asin", np.arcsin, cuda="asin(a)", cplx=True,
+                     grad=lambda x, y: (1 - x * x).rsqrt())
+acos, acos_ = _unary("acos", np.arccos, cuda="acos(a)", cplx=True,
+                     grad=lambda x, y: -(1 - x * x).rsqrt())
+atan, atan_ = _unary("atan", np.arctan, cuda="atan(a)", cplx=True,
+                     grad=lambda x, y: (x * x + 1).reciprocal())
+sinh, sinh_ = _unary("sinh", np.sinh, cuda="sinh(a)", cplx=True, grad=lambda x, y: x.cosh())
+cosh, cosh_ = _unary("cosh", np.cosh, cuda="cosh(a)", cplx=True, grad=lambda x, y: x.sinh())
+tanh, tanh_ = _unary("tanh", np.tanh, cuda="tanh(a)", cplx=True,
+                     grad=lambda x, y: 1 - y * y, saves=("outputs",),
                      backward=lambda ctx, g: (_activation().tanh_backward(g, ctx.outputs[0]),))
-asinh, asinh_ = _unary("asinh", np.arcsinh, grad=lambda x, y: (x * x + 1).rsqrt())
-acosh, acosh_ = _unary("acosh", np.arccosh, grad=lambda x, y: (x * x - 1).rsqrt())
-atanh, atanh_ = _unary("atanh", np.arctanh, grad=lambda x, y: (1 - x * x).reciprocal())
+asinh, asinh_ = _unary("asinh", np.arcsinh, cuda="asinh(a)", cplx=True,
+                       grad=lambda x, y: (x * x + 1).rsqrt())
+acosh, acosh_ = _unary("acosh", np.arccosh, cuda="acosh(a)", cplx=True,
+                       grad=lambda x, y: (x * x - 1).rsqrt())
+atanh, atanh_ = _unary("atanh", np.arctanh, cuda="atanh(a)", cplx=True,
+                       grad=lambda x, y: (1 - x * x).reciprocal())
 arcsin, arccos, arctan = alias(asin, "arcsin"), alias(acos, "arccos"), alias(atan, "arctan")
 arcsinh, arccosh = alias(asinh, "arcsinh"), alias(acosh, "arccosh")
 arctanh = alias(atanh, "arctanh")
@@ -121,7 +140,8 @@ def _sigmoid(x):
 
 
 sigmoid, sigmoid_ = _unary(
-    "sigmoid", _sigmoid, grad=lambda x, y: y * (1 - y), saves=("outputs",),
+    "sigmoid", _sigmoid, cuda="r_sigmoid(a)", cplx=True, grad=lambda x, y: y * (1 - y),
+    saves=("outputs",),
     backward=lambda ctx, g: (_activation().sigmoid_backward(g, ctx.outputs[0]),))
 
 
@@ -130,11 +150,13 @@ def _activation():
 
     return activation
 deg2rad, deg2rad_ = _unary(
-    "deg2rad", lambda x: x * np.asarray(math.pi / 180, x.dtype), grad=lambda x, y: math.pi / 180,
+    "deg2rad", lambda x: x * np.asarray(math.pi / 180, x.dtype),
+    cuda=lambda dtype, x: ("a * k", {"k": (math.pi / 180, dtype)}), grad=lambda x, y: math.pi / 180,
     check=lambda x: _no_complex(x, "deg2rad is not supported for complex tensors."), saves=(),
     node="Deg2RadBackward0")
 rad2deg, rad2deg_ = _unary(
-    "rad2deg", lambda x: x * np.asarray(180 / math.pi, x.dtype), grad=lambda x, y: 180 / math.pi,
+    "rad2deg", lambda x: x * np.asarray(180 / math.pi, x.dtype),
+    cuda=lambda dtype, x: ("a * k", {"k": (180 / math.pi, dtype)}), grad=lambda x, y: 180 / math.pi,
     check=lambda x: _no_complex(x, "rad2deg is not supported for complex tensors."), saves=(),
     node="Rad2DegBackward0")
 
@@ -146,16 +168,19 @@ def _no_complex(x, message: str, exc=RuntimeError) -> None:
 
 # -- special functions ------------------------------------------------------------------------
 
-erf, erf_ = _unary("erf", _special.erf, allow=REAL, kernel="erf_vml_cpu",
+erf, erf_ = _unary("erf", _special.erf, cuda="erf(a)", allow=REAL, kernel="erf_vml_cpu",
                    grad=lambda x, y: (-x * x).exp() * _TWO_OVER_SQRT_PI)
-erfc, erfc_ = _unary("erfc", _special.erfc, allow=REAL, kernel="erfc_vml_cpu",
+erfc, erfc_ = _unary("erfc", _special.erfc, cuda="erfc(a)", allow=REAL, kernel="erfc_vml_cpu",
                      grad=lambda x, y: (-x * x).exp() * -_TWO_OVER_SQRT_PI)
-erfinv, erfinv_ = _unary("erfinv", _special.erfinv, allow=REAL, kernel="erfinv_vml_cpu",
+erfinv, erfinv_ = _unary("erfinv", _special.erfinv, cuda="erfinv(a)",
+                         allow=REAL, kernel="erfinv_vml_cpu",
                          grad=lambda x, y: (y * y).exp() * (math.sqrt(math.pi) / 2),
                          saves=("outputs",))
-lgamma, lgamma_ = _unary("lgamma", _special.lgamma, allow=REAL, kernel="lgamma_vml_cpu",
+lgamma, lgamma_ = _unary("lgamma", _special.lgamma, cuda="r_lgamma(a)",
+                         allow=REAL, kernel="lgamma_vml_cpu",
                          grad=lambda x, y: x.digamma())
-digamma, digamma_ = _unary("digamma", _special.digamma, allow=REAL, kernel="digamma",
+digamma, digamma_ = _unary("digamma", _special.digamma, cuda="r_digamma(a)",
+                           allow=REAL, kernel="digamma",
                            grad=lambda x, y: polygamma(1, x))
 
 
@@ -165,7 +190,8 @@ def _polygamma_check(x, n) -> None:
 
 
 _polygamma_impl = Unary(lambda x, n: _special.polygamma(n, x), result="float", allow=REAL,
-                        kernel="polygamma", check=_polygamma_check)
+                        kernel="polygamma", check=_polygamma_check, name="polygamma",
+                        cuda=lambda dtype, x, n: ("r_polygamma(n, a)", {"n": (n, D.int32)}))
 
 
 def _polygamma_backward(ctx, g):
@@ -180,7 +206,8 @@ def _polygamma_jvp(ctx, t, tn=None):
 
 # The op takes (input, n) so that the in-place form writes into the tensor argument.
 _polygamma = defop("polygamma", meta=_polygamma_impl.meta, cpu=_polygamma_impl.cpu,
-                   backward=_polygamma_backward, jvp=_polygamma_jvp, extra={"method": False})
+                   backward=_polygamma_backward, jvp=_polygamma_jvp,
+                   **cuda_fields(_polygamma_impl, {"method": False}))
 _polygamma_ = inplace(_polygamma)
 
 
@@ -207,7 +234,7 @@ def _rounding(name: str, fn):
         return x.copy() if x.dtype.kind in "iu" else fn(x)
 
     return _unary(name, compute, result="same", allow=NUMERIC, kernel=f"{name}_vml_cpu",
-                  check=check, grad=_zero_grad, saves=())
+                  check=check, grad=_zero_grad, saves=(), cuda=f"r_{name}(a)")
 
 
 floor, floor_ = _rounding("floor", np.floor)
@@ -228,17 +255,23 @@ def _round_decimals(x, decimals=0):
     return np.rint(x / ten) * ten
 
 
+def _round_dec_cuda(dtype, x, decimals=0):
+    expr = "r_round(a * k) / k" if decimals >= 0 else "r_round(a / k) * k"
+    return expr, {"k": (10.0 ** abs(decimals), dtype)}
+
+
 _round_impl = Unary(_round_compute, result="same", allow=NUMERIC - COMPLEX,
-                    kernel="round_vml_cpu")
-_round_dec_impl = Unary(_round_decimals, result="same", allow=FLOATING, kernel="round_cpu")
+                    kernel="round_vml_cpu", cuda="r_round(a)", name="round")
+_round_dec_impl = Unary(_round_decimals, result="same", allow=FLOATING, kernel="round_cpu",
+                        cuda=_round_dec_cuda, name="round")
 _round = defop("round", meta=_round_impl.meta, cpu=_round_impl.cpu,
                backward=lambda ctx, g: (_zero_grad(ctx.args[0], None),),
                jvp=lambda ctx, t: _zero_grad(ctx.outputs[0], None), saves=(),
-               extra={"method": False})
+               **cuda_fields(_round_impl, {"method": False}))
 _round_dec = defop("round.decimals", meta=_round_dec_impl.meta, cpu=_round_dec_impl.cpu,
                    backward=lambda ctx, g: (_zero_grad(ctx.args[0], None),),
                    jvp=lambda ctx, t: _zero_grad(ctx.outputs[0], None), saves=(),
-                   node="RoundBackward1", extra={"method": False})
+                   node="RoundBackward1", **cuda_fields(_round_dec_impl, {"method": False}))
 _round_, _round_dec_ = inplace(_round), inplace(_round_dec)
 _round_exact, _round_dec_exact = exact_out(_round), exact_out(_round_dec)
 
@@ -256,6 +289,7 @@ def round_(self: Tensor, *, decimals: int = 0) -> Tensor:
 
 
 frac, frac_ = _unary("frac", lambda x: x - np.trunc(x), result="same", allow=FLOATING,
+                     cuda="r_frac(a)",
                      kernel="frac_cpu", grad=lambda x, y: 1, saves=())
 frac = exact_out(frac)
 
@@ -280,7 +314,7 @@ def _sgn(x):
 
 
 sign, sign_ = _unary(
-    "sign", _sign, result="same",
+    "sign", _sign, result="same", cuda="r_sign(a)",
     check=lambda x: _no_complex(
         x, "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
         "torch.sgn instead.", NotImplementedError),
@@ -310,9 +344,9 @@ def _sgn_jvp(ctx, t):
     return where(mag == 0, 0, (t - (t * y.conj()).real * y) / mag)
 
 
-_sgn_impl = Unary(_sgn, result="same")
+_sgn_impl = Unary(_sgn, result="same", cuda="r_sgn(a)", cuda_complex=True, name="sgn")
 sgn = defop("sgn", meta=_sgn_impl.meta, cpu=_sgn_impl.cpu, backward=_sgn_backward,
-            jvp=_sgn_jvp, saves=("inputs", "outputs"))
+            jvp=_sgn_jvp, saves=("inputs", "outputs"), **cuda_fields(_sgn_impl))
 sgn_ = inplace(sgn)
 sgn = exact_out(sgn)
 
@@ -332,9 +366,11 @@ def _angle_backward(ctx, g):
     return (where(x == 0, 0, g * x / x.abs().pow(2) * 1j),)
 
 
-_angle_impl = Unary(_angle, result="float_real")
+_angle_impl = Unary(_angle, result="float_real", cuda="r_angle(a)", cuda_complex=True,
+                    name="angle")
 angle = defop("angle", meta=_angle_impl.meta, cpu=_angle_impl.cpu, backward=_angle_backward,
-              jvp=lambda ctx, t: fit(_angle_jvp(ctx.args[0], t), ctx.outputs[0]))
+              jvp=lambda ctx, t: fit(_angle_jvp(ctx.args[0], t), ctx.outputs[0]),
+              **cuda_fields(_angle_impl))
 
 
 def _angle_jvp(x, t):
@@ -345,6 +381,7 @@ def _angle_jvp(x, t):
 
 signbit, _ = _unary(
     "signbit", lambda x: np.signbit(x) if x.dtype.kind == "f" else x < 0, result="bool",
+    cuda="r_signbit(a)",
     check=lambda x: _no_complex(x, "signbit is not implemented for complex tensors.",
                                 NotImplementedError), with_inplace=False)
 signbit = exact_out(signbit, lambda out, expected: "signbit does not support non-boolean "
@@ -375,10 +412,21 @@ class _NanToNum(Unary):
         return Unary.cpu(self, x, nan=nan, posinf=posinf, neginf=neginf)
 
 
-_nan_impl = _NanToNum(_nan_to_num, result="same")
+def _nan_to_num_cuda(dtype, x, nan=0.0, posinf=None, neginf=None):
+    if dtype.category < 2:
+        return "a", None
+    info = ml_dtypes.finfo(dtype.np)
+    bound = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
+    return "r_nan_to_num(a, nan_, pos_, neg_)", {
+        "nan_": (0.0 if nan is None else nan, bound),
+        "pos_": (float(info.max) if posinf is None else posinf, bound),
+        "neg_": (float(info.min) if neginf is None else neginf, bound)}
+
+
+_nan_impl = _NanToNum(_nan_to_num, result="same", cuda=_nan_to_num_cuda, name="nan_to_num")
 nan_to_num = defop("nan_to_num", meta=_nan_impl.meta, cpu=_nan_impl.cpu,
                    backward=lambda ctx, g: (g * ctx.args[0].isfinite(),),
-                   jvp=lambda ctx, t: t * ctx.args[0].isfinite())
+                   jvp=lambda ctx, t: t * ctx.args[0].isfinite(), **cuda_fields(_nan_impl))
 nan_to_num_ = inplace(nan_to_num)
 nan_to_num = exact_out(nan_to_num, lambda out, expected: (
     f"nan_to_num: dtype of out: {D.type_name(out)} should be same as input: "
@@ -386,11 +434,12 @@ nan_to_num = exact_out(nan_to_num, lambda out, expected: (
 
 # -- conjugation ------------------------------------------------------------------------------
 
-_conj_impl = Unary(np.conj, result="same")
+_conj_impl = Unary(np.conj, result="same", cuda="r_conj(a)", cuda_complex=True,
+                   name="conj_physical")
 _conj_physical = defop("conj_physical", meta=_conj_impl.meta, cpu=_conj_impl.cpu,
                        backward=lambda ctx, g: (g.conj_physical(),),
                        jvp=lambda ctx, t: t.conj_physical(), saves=(),
-                       extra={"method": False})
+                       **cuda_fields(_conj_impl, {"method": False}))
 _conj_physical_ = inplace(_conj_physical)
 _conj_physical_exact = exact_out(_conj_physical)
 
