@@ -338,6 +338,13 @@ class CachingAllocator:
         with self.lock:
             self.graph_pools.release(pool_id)
 
+    def pool_live_allocations(self, pool_id: tuple[int, int]) -> set[int]:
+        """Addresses of the blocks allocated from private pool ``pool_id`` and not freed."""
+        with self.lock:
+            pool = self.graph_pools.pools.get(pool_id)
+            return {a for a, b in self._by_address.items()
+                    if pool is not None and b.pool.owner is pool}
+
     def block_pools(self) -> list[BlockPool]:
         """The default small and large pools, then every private pool's."""
         return [self.small_pool, self.large_pool, *self.graph_pools.block_pools()]
