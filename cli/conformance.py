@@ -352,16 +352,19 @@ def _print_coverage(console: Console, data: dict[str, Any], verbose: bool) -> No
         for doc in data["documents"]:
             console.print(Text(doc["document"], style="bold"))
             for test in doc["ported"]:
-                console.print(
-                    Text(f"  ported        {test['test']}: {', '.join(test['cases'])}"),
-                    soft_wrap=True,
-                )
+                ports = ", ".join([*test["cases"], *test.get("tests", [])])
+                console.print(Text(f"  ported        {test['test']}: {ports}"), soft_wrap=True)
             for test in doc["out_of_scope"]:
                 console.print(
                     Text(f"  out-of-scope  {test['test']}: {test['reason']}"), soft_wrap=True
                 )
+            partial = {p["test"]: p["cases"] for p in doc.get("partial", [])}
+            reasons = doc.get("pending_reasons", {})
             for test in doc["pending"]:
-                console.print(Text(f"  pending       {test}"), soft_wrap=True)
+                line = f"  pending       {test}: {reasons.get(test, '')}"
+                if test in partial:
+                    line += f" (cases so far: {', '.join(partial[test])})"
+                console.print(Text(line), soft_wrap=True)
     by_file: dict[str, list[dict[str, Any]]] = {}
     for clause in data["clauses"]:
         by_file.setdefault(Path(clause["path"]).name, []).append(clause)

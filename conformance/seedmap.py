@@ -23,7 +23,8 @@ SEED_MAP_DIR = Path(__file__).resolve().parent / "seed-map"
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 STATUSES = ("ported", "out-of-scope", "pending")
 SEED_MAP_KEYS = ("document", "tests")
-TEST_KEYS = ("test", "status", "cases", "reason", "note", "area", "spec")
+TEST_KEYS = ("test", "status", "cases", "tests", "reason", "note", "area", "spec")
+ROOT = Path(__file__).resolve().parent.parent
 
 _ID = r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*-[0-9]+"
 _BOLD_CLAUSE = re.compile(rf"^\s*(?:[-*+]\s+)?\*\*\s*({_ID})\s*[.:]?\s*\*\*\s*(.*)$")
@@ -42,6 +43,7 @@ class SeedTest:
     path: str = ""
     line: int = 1
     spec: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
@@ -87,7 +89,13 @@ def _seed_test(where: Where, document: str, raw: Any, line: int) -> SeedTest:
         cases = tuple(
             need_str(where, c, items.item_line(i), "case id") for i, c in enumerate(items)
         )
-    if status == "ported" and not cases:
+    tests: tuple[str, ...] = ()
+    if "tests" in entry:
+        items = need_list(where, entry["tests"], entry.value_line("tests"), "tests")
+        tests = tuple(
+            need_str(where, c, items.item_line(i), "test path") for i, c in enumerate(items)
+        )
+    if status == "ported" and not cases and not tests:
         raise where.error(entry.line, f"ported test {test!r} lists no cases")
     for key in ("note", "area"):
         if key in entry:
@@ -101,9 +109,9 @@ def _seed_test(where: Where, document: str, raw: Any, line: int) -> SeedTest:
     reason = None
     if "reason" in entry:
         reason = need_str(where, entry["reason"], entry.value_line("reason"), "reason")
-    if status == "out-of-scope" and reason is None:
-        raise where.error(entry.line, f"out-of-scope test {test!r} gives no 'reason'")
-    return SeedTest(document, test, status, cases, reason, where.path, entry.line, spec)
+    if status in ("out-of-scope", "pending") and reason is None:
+        raise where.error(entry.line, f"{status} test {test!r} gives no 'reason'")
+    return SeedTest(document, test, status, cases, reason, where.path, entry.line, spec, tests)
 
 
 def load_seed_map(directory: str | Path) -> tuple[list[SeedDocument], list[CaseFileError]]:
@@ -181,8 +189,9 @@ def coverage(
     known_ids = {c.id for c in cases} | {c.base_id for c in cases}
     problems: list[str] = []
     listed = {t.source: t for doc in documents for t in doc.tests}
-    # A test counts as ported when the map says so or when cases cite it as their source,
-    # so the map never has to be edited by hand as cases are added.
+    # A test counts as ported only when the map says so: a case may cite a seed test whose
+    # asserts it checks only in part, and that must not turn the test into a port. A
+    # pending test that cases cite is listed with them as partly covered.
     by_source: dict[str, list[str]] = {}
     for case in cases:
         for source in case.sources:
@@ -196,15 +205,19 @@ def coverage(
             "path": doc.path,
             "tests": len(doc.tests),
         }
-        ported, pending = [], []
+        ported, pending, partial = [], [], []
         for t in doc.tests:
             cited = by_source.get(t.source, [])
-            if t.status == "ported" or (t.status == "pending" and cited):
+            if t.status == "ported":
                 extra = [c for c in cited if c not in t.cases]
-                ported.append({"test": t.test, "cases": [*t.cases, *extra]})
+                ported.append({"test": t.test, "cases": [*t.cases, *extra], "tests": list(t.tests)})
             elif t.status == "pending":
                 pending.append(t.test)
+                if cited:
+                    partial.append({"test": t.test, "cases": cited, "reason": t.reason})
         entry["ported"] = ported
+        entry["partial"] = partial
+        entry["pending_reasons"] = {t.test: t.reason for t in doc.tests if t.status == "pending"}
         entry["out_of_scope"] = [
             {"test": t.test, "reason": t.reason} for t in doc.tests if t.status == "out-of-scope"
         ]
@@ -215,6 +228,12 @@ def coverage(
                 if clauses and clause not in clauses:
                     problems.append(
                         f"{test.path}:{test.line}: {test.test} cites unknown clause {clause}"
+                    )
+            for test_path in test.tests:
+                if not (ROOT / test_path.split("::")[0]).is_file():
+                    problems.append(
+                        f"{test.path}:{test.line}: {test.test} names missing test file "
+                        f"{test_path!r}"
                     )
             for case_id in test.cases:
                 if case_id not in known_ids:

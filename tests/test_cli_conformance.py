@@ -170,7 +170,7 @@ def test_coverage_report_and_problems(mixed: Path, tmp_path: Path) -> None:
         "document: doc.py\ntests:\n"
         "  - {test: T::test_mixed, status: ported, cases: [m.pass, m.fail]}\n"
         "  - {test: T::test_other, status: out-of-scope, reason: sparse}\n"
-        "  - {test: T::test_later, status: pending}\n"
+        "  - {test: T::test_later, status: pending, reason: waits for graphs}\n"
     )
     spec = tmp_path / "spec"
     spec.mkdir()
@@ -181,6 +181,7 @@ def test_coverage_report_and_problems(mixed: Path, tmp_path: Path) -> None:
         "doc.py" in result.output and "ported        T::test_mixed: m.pass, m.fail" in result.output
     )
     assert "out-of-scope  T::test_other: sparse" in result.output and "A-001: -" in result.output
+    assert "pending       T::test_later: waits for graphs" in result.output
     data = json.loads(run(coverage, "--cases", mixed, "--seed-map", seed, "--spec", spec,
                           "--json", "-").output)  # fmt: skip
     assert data["documents"][0]["pending"] == ["T::test_later"] and data["problems"] == []

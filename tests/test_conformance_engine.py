@@ -577,7 +577,8 @@ def test_seed_map_and_spec_coverage(tmp_path: Path) -> None:
             tests:
               - {test: "T::test_a", status: ported, cases: [s.one, s.gone]}
               - {test: "T::test_b", status: out-of-scope, reason: sparse tensors}
-              - {test: "T::test_c", status: pending, area: x, spec: [AREA-001, AREA-404]}
+              - {test: "T::test_c", status: pending, area: x, spec: [AREA-001, AREA-404],
+                 reason: waits for graphs}
             """
         )
     )
@@ -593,7 +594,7 @@ def test_seed_map_and_spec_coverage(tmp_path: Path) -> None:
     assert clauses["AREA-002"].title == "Second" and clauses["AREA-001"].line == 3
     data = seedmap.coverage(cases, documents, clauses)
     (doc,) = data["documents"]
-    assert doc["ported"] == [{"test": "T::test_a", "cases": ["s.one", "s.gone"]}]
+    assert doc["ported"] == [{"test": "T::test_a", "cases": ["s.one", "s.gone"], "tests": []}]
     assert doc["out_of_scope"] == [{"test": "T::test_b", "reason": "sparse tensors"}]
     assert doc["pending"] == ["T::test_c"]
     assert data["clauses"][0]["cases"] == ["s.one"] and data["clauses"][1]["cases"] == []
@@ -612,3 +613,41 @@ def test_malformed_seed_map_is_located(tmp_path: Path) -> None:
         " (did you mean 'ported'?)"
     )
     assert [str(e) for e in errors] == [expected]
+
+
+def test_pending_test_cited_by_cases_stays_pending(tmp_path: Path) -> None:
+    cases = load_one(
+        tmp_path / "cases",
+        """
+        cases:
+          - {id: s.part, source: "doc.py::T::test_p", program: pass}
+        """,
+    )
+    (tmp_path / "seed").mkdir()
+    (tmp_path / "seed" / "doc.py.yaml").write_text(
+        textwrap.dedent(
+            """
+            document: doc.py
+            tests:
+              - {test: "T::test_p", status: pending, reason: waits for CUDA graphs}
+              - {test: "T::test_g", status: ported, tests: [tests/gpu/nowhere.py::test_x]}
+            """
+        )
+    )
+    documents, errors = seedmap.load_seed_map(tmp_path / "seed")
+    assert not errors
+    (doc,) = seedmap.coverage(cases, documents, {})["documents"]
+    assert doc["pending"] == ["T::test_p"]
+    assert doc["partial"] == [
+        {"test": "T::test_p", "cases": ["s.part"], "reason": "waits for CUDA graphs"}
+    ]
+    problems = seedmap.coverage(cases, documents, {})["problems"]
+    where = tmp_path / "seed" / "doc.py.yaml"
+    missing = "'tests/gpu/nowhere.py::test_x'"
+    assert problems == [f"{where}:5: T::test_g names missing test file {missing}"]
+
+
+def test_pending_needs_a_reason(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text("document: d\ntests:\n  - {test: a, status: pending}\n")
+    _, errors = seedmap.load_seed_map(tmp_path)
+    assert [str(e) for e in errors] == [f"{tmp_path / 'x.yaml'}:3: pending test 'a' gives no 'reason'"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 _PRECISIONS = ("highest", "high", "medium")
-_precision = "highest"
+# TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes TF32 matmuls the starting setting (CUDADEV-800).
+_precision = "high" if os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "0") not in ("", "0") else "highest"
 
 
 def get_float32_matmul_precision() -> str:

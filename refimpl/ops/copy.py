@@ -242,7 +242,13 @@ def record_stream(self: Tensor, stream) -> None:
     """Mark this CUDA tensor's memory as in use on ``stream`` until the work queued there
     when the tensor is freed has completed (the caching allocator defers its reuse)."""
     if self.device.type != "cuda":
-        raise RuntimeError("record_stream is only supported for CUDA tensors")
+        # torch's dispatcher has no kernel for other devices: NotImplementedError, which is
+        # a RuntimeError, with the dispatcher's wording.
+        backend = self.device.type.upper() if self.device.type != "meta" else "Meta"
+        raise NotImplementedError(
+            f"Could not run 'aten::record_stream' with arguments from the '{backend}' backend. "
+            "'aten::record_stream' is only available for the CUDA backend."
+        )
     from refimpl.cuda import _tensor_memory
 
     _tensor_memory.record_stream(self._storage, stream)
