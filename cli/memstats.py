@@ -8,8 +8,12 @@ Forms:
 * ``tensorctl memstats run SCRIPT [ARGS]...``: run a script under refimpl with
   history recording, then show the allocator at exit (or at the OOM that ended it);
 * ``tensorctl memstats replay FILE [settings]``: replay a snapshot's history through
-  refimpl's allocator on a simulated device under other settings (no GPU needed);
-  a step trace from ``bench/record_alloc_trace.py`` is checked figure by figure.
+  refimpl's allocator on a simulated device (no GPU needed). The replay under the
+  recorded settings comes first and must end with exactly the snapshot's segments
+  (it says so, or names the first divergence; exit status 1 when it does not); a
+  what-if (``--capacity``, ``--alloc-conf``...) follows, with the trace event where it
+  departs from the recorded run. A step trace from ``bench/record_alloc_trace.py``
+  is checked figure by figure.
 
 Unreadable, truncated, hostile or wrongly shaped files produce one line on stderr
 and exit status 2; nothing in them is executed. The logic lives in
@@ -28,7 +32,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from refimpl.cuda import _memviz, _replay
+from refimpl.cuda import _memviz, _replay, _replay_snapshot
 from refimpl.cuda._allocator_config import parse_allocator_settings
 from refimpl.cuda._allocator_stats import format_size
 
@@ -206,7 +210,12 @@ def replay(
     device: int,
     as_json: bool,
 ) -> None:
-    """Replay the alloc/free history of snapshot FILE through refimpl's allocator."""
+    """Replay the history of snapshot FILE (.pickle or .pickle.gz) through refimpl's allocator.
+
+    The replay under the recorded settings comes first and must end with exactly the
+    snapshot's segments. Settings or --capacity add a what-if replay: named settings
+    replace the recorded ones, the others keep their recorded values.
+    """
     try:
         with open(file, "rb") as f:
             raw = f.read()
@@ -223,6 +232,10 @@ def replay(
         snapshot = _memviz.load_snapshot_bytes(raw)
     except _memviz.SnapshotError as exc:
         _fail(f"{file}: {exc}")
+    try:
+        recorded_config = _replay_snapshot.recorded_config(snapshot)
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        _fail(f"{file}: its allocator settings cannot be replayed ({exc})")
     settings = [s for s in (alloc_conf.strip(),) if s]
     if max_split_size_mb is not None:
         settings.append(f"max_split_size_mb:{max_split_size_mb}")
@@ -233,41 +246,141 @@ def replay(
             _fail("--garbage-collection-threshold needs --capacity (it acts on a memory cap)")
         settings.append(f"garbage_collection_threshold:{garbage_collection_threshold}")
     conf = ",".join(settings)
-    try:
-        config = parse_allocator_settings(conf)
-    except (ValueError, RuntimeError, IndexError, NotImplementedError) as exc:
-        _fail(f"allocator settings {conf!r}: {exc}")
+    what_if = bool(conf) or capacity is not None
+    config = None
+    if conf:
+        try:
+            config = parse_allocator_settings(conf, recorded_config)
+        except (ValueError, RuntimeError, IndexError, NotImplementedError) as exc:
+            _fail(f"allocator settings {conf!r}: {exc}")
+        # named keys replace the recorded ones; the others keep their recorded values
+        _keep_recorded(config, recorded_config, conf)
     size = _parse_size(capacity) if capacity is not None else None
-    result = _replay.replay_snapshot(
-        snapshot, config, size, device, set_fraction=garbage_collection_threshold is not None
-    )
-    frag = _memviz.fragmentation({"segments": result.segments}, result.failed_requests)
-    report = {
-        "settings": conf,
-        "capacity": size,
-        "recorded": result.recorded,
-        "replay": {
-            "allocs": result.allocs,
-            "frees": result.frees,
-            "unmatched_frees": result.unmatched_frees,
-            "preexisting_blocks": result.preexisting,
-            "ooms": result.ooms,
-            "alloc_retries": result.alloc_retries,
-            "peak_reserved": result.peak_reserved,
-            "peak_allocated": result.peak_allocated,
-            "final_reserved": result.final_reserved,
-            "final_allocated": result.final_allocated,
-            "peak_segments": result.segments_peak,
-            "fragmentation": frag,
-        },
+    fidelity = _replay_snapshot.replay_snapshot(snapshot, device=device)
+    result = fidelity
+    if what_if:
+        result = _replay_snapshot.replay_snapshot(
+            snapshot, config or recorded_config, size, device,
+            set_fraction=garbage_collection_threshold is not None, causes=fidelity.causes,
+        )
+    report = _replay_report(fidelity, result, conf, recorded_config, size, what_if)
+    recorded_segments = [s for s in snapshot["segments"] if s.get("device", device) == device]
+    report["snapshot"] = {
+        "segments": len(recorded_segments),
+        "reserved": sum(s.get("total_size", 0) for s in recorded_segments),
+        "allocated": sum(s.get("allocated_size", 0) for s in recorded_segments),
     }
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
-        return
-    table = Table(title=f"Replay of {file} (settings: {conf or 'defaults'})")
+    else:
+        _print_replay(file, fidelity, result, report, what_if)
+    if not fidelity.reproduces:
+        sys.exit(1)
+
+
+_SETTING_KEYS = {
+    "max_split_size_mb": "max_split_size",
+    "roundup_power2_divisions": "roundup_power2_divisions",
+    "garbage_collection_threshold": "garbage_collection_threshold",
+}
+
+
+def _keep_recorded(config: Any, recorded: Any, conf: str) -> None:
+    """A parse resets the three rounding/split/GC keys; those the what-if does not name
+    go back to the recorded values."""
+    named = {part.split(":", 1)[0].strip() for part in conf.split(",")}
+    for key, attr in _SETTING_KEYS.items():
+        if key not in named:
+            value = getattr(recorded, attr)
+            setattr(config, attr, list(value) if isinstance(value, list) else value)
+    config.roundup_enabled = any(d > 1 for d in config.roundup_power2_divisions)
+
+
+def _fidelity_line(fidelity: Any) -> str:
+    if fidelity.reproduces:
+        line = (
+            f"replay reproduces the snapshot: {len(fidelity.segments)} segments, "
+            f"{format_size(fidelity.final_reserved)} reserved, "
+            f"{format_size(fidelity.final_allocated)} allocated"
+        )
+    else:
+        where = f" (first divergence: {fidelity.divergence})" if fidelity.divergence else ""
+        line = f"replay does not reproduce the snapshot: {fidelity.final_mismatch}{where}"
+    if not fidelity.history_complete:
+        line += (
+            "\n  the history begins mid-run; "
+            + ("its starting state was rebuilt from the snapshot"
+               if fidelity.initial_error is None
+               else f"its starting state could not be rebuilt ({fidelity.initial_error})")
+        )
+    return line
+
+
+def _replay_figures(result: Any) -> dict[str, Any]:
+    frag = _memviz.fragmentation({"segments": result.segments}, result.failed_requests)
+    return {
+        "mode": result.mode,
+        "allocs": result.allocs,
+        "frees": result.frees,
+        "unmatched_frees": result.unmatched_frees,
+        "preexisting_blocks": result.preexisting,
+        "pending_frees": result.pending_frees,
+        "segment_releases_replayed": result.releases_replayed,
+        "empty_cache_calls": result.empty_cache_calls,
+        "ooms": result.ooms,
+        "alloc_retries": result.alloc_retries,
+        "peak_reserved": result.peak_reserved,
+        "peak_allocated": result.peak_allocated,
+        "final_reserved": result.final_reserved,
+        "final_allocated": result.final_allocated,
+        "final_segments": len(result.segments),
+        "peak_segments": result.segments_peak,
+        "fragmentation": frag,
+        "divergence": result.divergence.as_dict() if result.divergence else None,
+    }
+
+
+def _replay_report(fidelity: Any, result: Any, conf: str, recorded_config: Any,
+                   size: int | None, what_if: bool) -> dict[str, Any]:
+    return {
+        "settings": conf,
+        "recorded_settings": recorded_config.last_allocator_settings,
+        "capacity": size,
+        "recorded": result.recorded,
+        "fidelity": {
+            "reproduces": fidelity.reproduces,
+            "text": _fidelity_line(fidelity),
+            "mismatch": fidelity.final_mismatch,
+            "divergence": fidelity.divergence.as_dict() if fidelity.divergence else None,
+            "history_complete": fidelity.history_complete,
+            "initial_state_error": fidelity.initial_error,
+            "segments": len(fidelity.segments),
+            "reserved": fidelity.final_reserved,
+            "allocated": fidelity.final_allocated,
+        },
+        "what_if": what_if,
+        "replay": _replay_figures(result),
+    }
+
+
+def _print_replay(file: str, fidelity: Any, result: Any, report: dict[str, Any],
+                  what_if: bool) -> None:
+    console = _console()
+    recorded_settings = report["recorded_settings"] or "defaults"
+    console.print(f"{file} under its recorded settings ({recorded_settings}):", markup=False)
+    console.print(_fidelity_line(fidelity), markup=False)
+    if what_if:
+        conf = report["settings"] or "the recorded settings"
+        capacity = report["capacity"]
+        device_text = format_size(capacity) if capacity is not None else "an unbounded device"
+        title = f"What-if replay of {file}: {conf} on {device_text}"
+    else:
+        title = f"Replay of {file} (recorded settings: {recorded_settings})"
+    table = Table(title=title)
     table.add_column("figure")
     table.add_column("recorded by torch", justify="right")
-    table.add_column("refimpl replay", justify="right")
+    table.add_column("what-if replay" if what_if else "refimpl replay", justify="right")
+    frag = report["replay"]["fragmentation"]
     recorded = result.recorded
     for name, before, after in (
         ("history entries", str(recorded["events"]), f"{result.allocs} allocs, {result.frees} frees"),
@@ -277,19 +390,25 @@ def replay(
          format_size(result.peak_reserved)),
         ("OOMs", str(recorded["ooms"]), str(result.ooms)),
         ("alloc retries", "-", str(result.alloc_retries)),
-        ("final reserved", "-", format_size(result.final_reserved)),
+        ("final segments", str(report["snapshot"]["segments"]), str(len(result.segments))),
+        ("final reserved", format_size(report["snapshot"]["reserved"]),
+         format_size(result.final_reserved)),
+        ("final allocated", format_size(report["snapshot"]["allocated"]),
+         format_size(result.final_allocated)),
         ("internal fragmentation (end)", "-", format_size(frag["internal_bytes"])),
         ("external fragmentation (end)", "-",
          f"{format_size(frag['external_bytes'])} ({frag['external_ratio']:.1%} of free)"),
     ):
         table.add_row(name, before, after)
-    console = _console()
     console.print(table)
-    if result.preexisting or result.unmatched_frees:
-        console.print(
-            f"{result.preexisting} blocks were live before the history began and were "
-            f"allocated first; {result.unmatched_frees} frees had no matching allocation."
-        )
+    if what_if:
+        if result.divergence is None:
+            console.print("the what-if follows the recorded run to the end", markup=False)
+        else:
+            console.print(f"the what-if departs from the recorded run at {result.divergence}",
+                          markup=False)
+    if result.unmatched_frees:
+        console.print(f"{result.unmatched_frees} frees had no matching allocation.")
 
 
 @memstats.command(

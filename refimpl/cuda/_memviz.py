@@ -5,7 +5,8 @@ Spec: cuda_memory (snapshot analysis clauses). Snapshots are those of
 
 Loading never runs code from the file: the unpickler refuses every global, so a
 pickle can only build dicts, lists, tuples, strings, bytes, numbers, booleans and
-None, and the result is then checked to hold nothing else.
+None, and the result is then checked to hold nothing else. A gzip-compressed pickle
+(``.pickle.gz``) is read the same way, decompressed up to a bound first.
 
 Fragmentation, as ``tensorctl memstats`` reports it:
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -106,8 +108,28 @@ def _normalize(data: Any) -> dict[str, Any]:
     return data
 
 
+# A compressed snapshot may not expand beyond this (a small file cannot fill memory).
+MAX_DECOMPRESSED = 4 << 30
+
+
+def _gunzip(raw: bytes) -> bytes:
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = decompressor.decompress(raw, MAX_DECOMPRESSED)
+    except zlib.error as exc:
+        raise SnapshotError(f"not a readable gzip file ({exc})") from None
+    if decompressor.unconsumed_tail:
+        raise SnapshotError(f"it expands beyond {MAX_DECOMPRESSED >> 30} GiB when decompressed")
+    if not decompressor.eof:
+        raise SnapshotError("not a readable gzip file (truncated)")
+    return data
+
+
 def load_snapshot_bytes(raw: bytes) -> dict[str, Any]:
-    """Unpickle plain data from ``raw`` and check it has a snapshot's shape."""
+    """Unpickle plain data from ``raw`` (gzip-compressed or not) and check it has a
+    snapshot's shape."""
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gunzip(raw)
     try:
         data = _PlainDataUnpickler(io.BytesIO(raw)).load()
     except SnapshotError:

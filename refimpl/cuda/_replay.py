@@ -8,19 +8,20 @@ Spec: cuda_memory (trace replay clauses). Two inputs:
   steps through :class:`CachingAllocator` on an :class:`AddressSpaceSource` of the
   recorded device's capacity and lists every figure that differs;
 * a torch memory *snapshot* with its ``device_traces`` history
-  (``torch.cuda.memory._dump_snapshot``). :func:`replay_snapshot` re-issues its
-  ``alloc`` and ``free_requested`` actions under settings of the caller's choosing
-  and reports how reserved memory, fragmentation and OOMs would have gone.
+  (``torch.cuda.memory._dump_snapshot``): :func:`replay_snapshot` (in
+  ``_replay_snapshot``) first reproduces the recorded run exactly, then replays it
+  under settings of the caller's choosing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from refimpl.cuda._allocator import AddressSpaceSource, Block, CachingAllocator
-from refimpl.cuda._allocator_config import AllocatorConfig, parse_allocator_settings
+from refimpl.cuda._allocator_config import parse_allocator_settings
 from refimpl.cuda._errors import OutOfMemoryError
+from refimpl.cuda._replay_snapshot import SnapshotReplay, replay_snapshot
 
 __all__ = [
     "FIGURE_KEYS",
@@ -184,139 +185,3 @@ def replay_step_trace(trace: dict[str, Any]) -> list[Mismatch]:
                 if actual[key] != want:
                     mismatches.append(Mismatch(name, index, op, key, want, actual[key]))
     return mismatches
-
-
-@dataclass
-class SnapshotReplay:
-    """What happened when a snapshot's history was replayed (and what torch recorded)."""
-
-    allocs: int = 0
-    frees: int = 0
-    unmatched_frees: int = 0
-    preexisting: int = 0
-    ooms: int = 0
-    failed_requests: list[int] = field(default_factory=list)
-    peak_reserved: int = 0
-    peak_allocated: int = 0
-    final_reserved: int = 0
-    final_allocated: int = 0
-    final_requested: int = 0
-    alloc_retries: int = 0
-    segments_peak: int = 0
-    timeline: list[tuple[int, int, int]] = field(default_factory=list)
-    recorded: dict[str, int] = field(default_factory=dict)
-    segments: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _recorded_figures(trace: list[dict[str, Any]]) -> dict[str, int]:
-    """Peaks torch itself went through, as far as the trace tells."""
-    reserved = allocated = peak_reserved = peak_allocated = ooms = 0
-    sizes: dict[int, int] = {}
-    for entry in trace:
-        action = entry.get("action")
-        size = int(entry.get("size", 0))
-        if action == "segment_alloc":
-            reserved += size
-        elif action == "segment_free":
-            reserved -= size
-        elif action == "alloc":
-            sizes[entry.get("addr", 0)] = size
-            allocated += size
-        elif action == "free_completed":
-            allocated -= sizes.pop(entry.get("addr", 0), 0)
-        elif action == "oom":
-            ooms += 1
-        peak_reserved = max(peak_reserved, reserved)
-        peak_allocated = max(peak_allocated, allocated)
-    return {
-        "reserved_delta_peak": peak_reserved,
-        "requested_peak": peak_allocated,
-        "ooms": ooms,
-        "events": len(trace),
-    }
-
-
-def _preexisting_blocks(
-    snapshot: dict[str, Any], trace: list[dict[str, Any]], device: int
-) -> list[tuple[int, int, int]]:
-    """(address, requested size, stream) of blocks live before the recorded history began."""
-    allocated_in_trace = set()
-    found: dict[int, tuple[int, int]] = {}
-    for entry in trace:
-        addr = entry.get("addr")
-        if entry.get("action") == "alloc":
-            allocated_in_trace.add(addr)
-        elif entry.get("action") == "free_requested" and addr not in allocated_in_trace:
-            found.setdefault(addr, (int(entry.get("size", 0)), int(entry.get("stream", 0))))
-    for segment in snapshot.get("segments", []):
-        if segment.get("device", device) != device:
-            continue
-        for block in segment.get("blocks", []):
-            addr = block.get("address")
-            if block.get("state") == "active_allocated" and addr not in allocated_in_trace:
-                size = int(block.get("requested_size") or block.get("size", 0))
-                found.setdefault(addr, (size, int(segment.get("stream", 0))))
-    return sorted((addr, size, stream) for addr, (size, stream) in found.items() if size > 0)
-
-
-def replay_snapshot(
-    snapshot: dict[str, Any],
-    config: AllocatorConfig | None = None,
-    capacity: int | None = None,
-    device: int = 0,
-    set_fraction: bool = False,
-) -> SnapshotReplay:
-    """Re-issue the allocations and frees of ``snapshot``'s history for ``device``.
-
-    Blocks live before the history began (frees of unknown addresses, allocated
-    blocks the history never allocated) are allocated first. ``capacity`` bounds
-    the simulated device (no bound by default); ``set_fraction`` caps the allocator
-    at the whole capacity, which garbage collection needs to be active.
-    """
-    traces = snapshot.get("device_traces") or []
-    trace = traces[device] if device < len(traces) else []
-    allocator = CachingAllocator(
-        AddressSpaceSource(capacity if capacity is not None else _UNLIMITED), device, config
-    )
-    if set_fraction:
-        allocator.set_memory_fraction(1.0)
-    report = SnapshotReplay(recorded=_recorded_figures(trace))
-    live: dict[int, Block] = {}
-
-    def allocate(addr: int, size: int, stream: int) -> None:
-        try:
-            live[addr] = allocator.malloc(size, stream)
-        except OutOfMemoryError:
-            report.ooms += 1
-            report.failed_requests.append(size)
-
-    for addr, size, stream in _preexisting_blocks(snapshot, trace, device):
-        report.preexisting += 1
-        allocate(addr, size, stream)
-    stats = allocator.stats
-    for index, entry in enumerate(trace):
-        action = entry.get("action")
-        if action == "alloc":
-            report.allocs += 1
-            allocate(entry.get("addr", 0), int(entry.get("size", 0)), int(entry.get("stream", 0)))
-        elif action == "free_requested":
-            block = live.pop(entry.get("addr", 0), None)
-            if block is None:
-                report.unmatched_frees += 1
-            else:
-                report.frees += 1
-                allocator.free(block)
-        else:
-            continue
-        report.timeline.append(
-            (index, stats.current("allocated_bytes"), stats.current("reserved_bytes"))
-        )
-    report.peak_reserved = stats.get("reserved_bytes")[1]
-    report.peak_allocated = stats.get("allocated_bytes")[1]
-    report.final_reserved = stats.current("reserved_bytes")
-    report.final_allocated = stats.current("allocated_bytes")
-    report.final_requested = stats.current("requested_bytes")
-    report.segments_peak = stats.get("segment")[1]
-    report.alloc_retries = stats.num_alloc_retries
-    report.segments = allocator.segments()
-    return report
