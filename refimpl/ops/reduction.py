@@ -149,6 +149,26 @@ def cast_input(x: Tensor, dtype: D.dtype) -> np.ndarray:
     return to_np(x, dtype)
 
 
+def cuda_reductions():
+    """``refimpl.cuda._reduce_ops`` (imported on first use: CPU-only runs never load the
+    CUDA layer)."""
+    from refimpl.cuda import _reduce_ops
+
+    return _reduce_ops
+
+
+def cuda_cast(x: Tensor, dtype) -> D.dtype | None:
+    """The dtype a CUDA reduction converts values to before accumulating (``dtype=``),
+    with the CPU kernels' warning when that drops an imaginary part."""
+    if dtype is None:
+        return None
+    out = D.dtype_from_any(dtype)
+    if x.dtype.is_complex and not out.is_complex:
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=5)
+    return out
+
+
 def _axes_np(axes: tuple, x: Tensor):
     return axes if x.dim() else None
 
@@ -255,15 +275,22 @@ def _sum_cpu(input, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
                             keepdims=keepdim), out)
 
 
+def _sum_cuda(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    axes = reduce_dims(input, dim)
+    return cuda_reductions().reduction("sum", input, axes, keepdim, _sum_dtype(input, dtype),
+                                       cast=cuda_cast(input, dtype))
+
+
 def _sum_backward(ctx, grad):
     x, dim, keepdim, _ = _args(*ctx.args, **ctx.kwargs)
     return (_like(expand_grad(grad, x, reduce_dims(x, dim), keepdim), x),)
 
 
 # the backward of sum and mean reads only the input's shape: nothing is saved
-_sum = defop("sum", meta=_sum_meta, cpu=_sum_cpu, backward=_sum_backward,
+_sum = defop("sum", meta=_sum_meta, cpu=_sum_cpu, cuda=_sum_cuda, backward=_sum_backward,
              jvp=_same_op_jvp("sum"), extra={"method": False, "save_needs": {}})
-_sum_dim = defop("sum.dim_IntList", meta=_sum_meta, cpu=_sum_cpu, backward=_sum_backward,
+_sum_dim = defop("sum.dim_IntList", meta=_sum_meta, cpu=_sum_cpu, cuda=_sum_cuda,
+                 backward=_sum_backward,
                  jvp=_same_op_jvp("sum.dim_IntList"), node="SumBackward1",
                  extra={"method": False, "save_needs": {}})
 
@@ -292,6 +319,14 @@ def _nansum_cpu(input, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
                                keepdims=keepdim), out)
 
 
+def _nansum_cuda(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    if input.dtype.is_complex:
+        raise NotImplementedError("refimpl has no CUDA kernel for nansum of complex inputs")
+    axes = reduce_dims(input, dim)
+    return cuda_reductions().reduction("nansum", input, axes, keepdim,
+                                       _sum_dtype(input, dtype), cast=cuda_cast(input, dtype))
+
+
 def _nansum_backward(ctx, grad):
     x, dim, keepdim, _ = _args(*ctx.args, **ctx.kwargs)
     g = expand_grad(_like(grad, x), x, reduce_dims(x, dim), keepdim)
@@ -303,7 +338,8 @@ def _nansum_jvp(ctx, tangent, *_):
     return nansum(tangent * x.isnan().logical_not(), *ctx.args[1:], **ctx.kwargs)
 
 
-nansum = defop("nansum", meta=_sum_meta, cpu=_nansum_cpu, backward=_nansum_backward,
+nansum = defop("nansum", meta=_sum_meta, cpu=_nansum_cpu, cuda=_nansum_cuda,
+               backward=_nansum_backward,
                jvp=_nansum_jvp)
 
 
@@ -340,15 +376,23 @@ def _mean_cpu(input, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
         return np_result(total / arr.dtype.type(count(input, axes)), out)
 
 
+def _mean_cuda(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    out = _mean_dtype("mean", input, dtype)
+    axes = reduce_dims(input, dim)
+    cuda_cast(input, dtype)
+    return cuda_reductions().reduction("mean", input, axes, keepdim, out, cast=out)
+
+
 def _mean_backward(ctx, grad):
     x, dim, keepdim, _ = _args(*ctx.args, **ctx.kwargs)
     axes = reduce_dims(x, dim)
     return (_like(expand_grad(grad, x, axes, keepdim) / count(x, axes), x),)
 
 
-_mean = defop("mean", meta=_mean_meta, cpu=_mean_cpu, backward=_mean_backward,
+_mean = defop("mean", meta=_mean_meta, cpu=_mean_cpu, cuda=_mean_cuda, backward=_mean_backward,
               jvp=_same_op_jvp("mean"), extra={"method": False, "save_needs": {}})
-_mean_dim = defop("mean.dim", meta=_mean_meta, cpu=_mean_cpu, backward=_mean_backward,
+_mean_dim = defop("mean.dim", meta=_mean_meta, cpu=_mean_cpu, cuda=_mean_cuda,
+                  backward=_mean_backward,
                   jvp=_same_op_jvp("mean.dim"), node="MeanBackward1",
                   extra={"method": False, "save_needs": {}})
 
@@ -378,6 +422,12 @@ def _prod_cpu(input, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
     with np.errstate(all="ignore"):
         return np_result(np.prod(arr, axis=_axes_np(axes, input),
                                  dtype=compute_np_dtype(out), keepdims=keepdim), out)
+
+
+def _prod_cuda(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    axes = reduce_dims(input, dim)
+    return cuda_reductions().reduction("prod", input, axes, keepdim, _sum_dtype(input, dtype),
+                                       cast=cuda_cast(input, dtype))
 
 
 def _others_product(x: Tensor, dim: int) -> Tensor:
@@ -425,9 +475,10 @@ def _prod_jvp(ctx, tangent, *_):
     return sum(tangent * factor, *dims, dtype=dtype)
 
 
-_prod = defop("prod", meta=_sum_meta, cpu=_prod_cpu, backward=_prod_backward, jvp=_prod_jvp,
-              extra={"method": False})
-_prod_dim = defop("prod.dim_int", meta=_sum_meta, cpu=_prod_cpu, backward=_prod_backward,
+_prod = defop("prod", meta=_sum_meta, cpu=_prod_cpu, cuda=_prod_cuda, backward=_prod_backward,
+              jvp=_prod_jvp, extra={"method": False})
+_prod_dim = defop("prod.dim_int", meta=_sum_meta, cpu=_prod_cpu, cuda=_prod_cuda,
+                  backward=_prod_backward,
                   jvp=_prod_jvp, node="ProdBackward1", extra={"method": False})
 
 
@@ -469,6 +520,14 @@ def _lse_cpu(input, dim, keepdim=False) -> np.ndarray:
     return np_result(r, out)
 
 
+def _lse_cuda(input, dim, keepdim=False) -> Tensor:
+    axes = reduce_dims(input, dim)
+    if input.dtype.is_complex:
+        raise NotImplementedError("refimpl has no CUDA kernel for logsumexp of complex inputs")
+    out = _float_dtype(input)
+    return cuda_reductions().reduction("logsumexp", input, axes, keepdim, out, cast=out)
+
+
 def _lse_backward(ctx, grad):
     x, dim, keepdim = ctx.args[0], ctx.args[1], (ctx.args[2:] or [ctx.kwargs.get(
         "keepdim", False)])[0]
@@ -485,7 +544,8 @@ def _lse_jvp(ctx, tangent, *_):
     return sum(tangent * (x - r).exp(), dim, keepdim)
 
 
-logsumexp = defop("logsumexp", meta=_lse_meta, cpu=_lse_cpu, backward=_lse_backward,
+logsumexp = defop("logsumexp", meta=_lse_meta, cpu=_lse_cpu, cuda=_lse_cuda,
+                  backward=_lse_backward,
                   jvp=_lse_jvp, saves=("inputs", "outputs"))
 
 
@@ -505,9 +565,17 @@ def _logical_cpu(np_fn):
     return kernel
 
 
-all = defop("all", meta=_logical_meta, cpu=_logical_cpu(np.all),
+def _logical_cuda(name: str):
+    def kernel(input, dim=None, keepdim=False) -> Tensor:
+        axes = reduce_dims(input, dim)
+        out = D.uint8 if input.dtype is D.uint8 else D.bool_
+        return cuda_reductions().reduction(name, input, axes, keepdim, out)
+    return kernel
+
+
+all = defop("all", meta=_logical_meta, cpu=_logical_cpu(np.all), cuda=_logical_cuda("all"),
             differentiable=False)
-any = defop("any", meta=_logical_meta, cpu=_logical_cpu(np.any),
+any = defop("any", meta=_logical_meta, cpu=_logical_cpu(np.any), cuda=_logical_cuda("any"),
             differentiable=False)
 
 
@@ -521,7 +589,13 @@ def _cnz_cpu(input, dim=None) -> np.ndarray:
     return np_result(np.count_nonzero(input._np, axis=_axes_np(axes, input)), D.int64)
 
 
-count_nonzero = defop("count_nonzero", meta=_cnz_meta, cpu=_cnz_cpu, differentiable=False)
+def _cnz_cuda(input, dim=None) -> Tensor:
+    axes = reduce_dims(input, dim)
+    return cuda_reductions().reduction("count_nonzero", input, axes, False, D.int64)
+
+
+count_nonzero = defop("count_nonzero", meta=_cnz_meta, cpu=_cnz_cpu, cuda=_cnz_cuda,
+                      differentiable=False)
 
 # -- the rest of the family, one module each, re-exported here -------------------------
 from refimpl.ops.reduction_minmax import amax, amin, aminmax, argmax, argmin, max, min

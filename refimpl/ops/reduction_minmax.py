@@ -21,6 +21,7 @@ from refimpl.ops._registry import REGISTRY, TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
     check_nonempty,
+    cuda_reductions,
     named_result,
     not_implemented,
     reduce_dims,
@@ -47,6 +48,16 @@ def _extreme_full_cpu(name: str, np_fn):
             raise not_implemented(f"{name}_all", input)
         check_nonempty(name, input, (), True)
         return np_result(np_fn(to_np(input, input.dtype)), input.dtype)
+    return kernel
+
+
+def _extreme_full_cuda(name: str):
+    def kernel(input) -> Tensor:
+        if input.dtype.is_complex:
+            raise not_implemented(f"{name}_all", input)
+        check_nonempty(name, input, (), True)
+        return cuda_reductions().reduction(f"a{name}", input, tuple(range(input.dim())), False,
+                                           input.dtype)
     return kernel
 
 
@@ -86,6 +97,16 @@ def _extreme_dim_cpu(name: str, np_arg):
     return kernel
 
 
+def _extreme_dim_cuda(name: str):
+    def kernel(input, dim, keepdim=False) -> tuple:
+        axes = reduce_dims(input, dim)
+        if input.dtype.is_complex:
+            raise RuntimeError(f"{name}(): does not support complex input")
+        check_nonempty(name, input, axes, False)
+        return cuda_reductions().values_indices(f"{name}_dim", input, axes, keepdim)
+    return kernel
+
+
 def _dim_backward(ctx, grad, _gi=None):
     x, dim = ctx.args[0], ctx.args[1]
     keepdim = (ctx.args[2:] or [ctx.kwargs.get("keepdim", False)])[0]
@@ -100,10 +121,10 @@ def _dim_jvp(ctx, tangent, *_):
 
 def _declare(name: str, np_fn, np_arg):
     full = defop(name, meta=_full_meta, cpu=_extreme_full_cpu(name, np_fn),
-                 backward=_evenly_backward, jvp=_evenly_jvp, node=f"{name.title()}Backward1",
+                 cuda=_extreme_full_cuda(name), backward=_evenly_backward, jvp=_evenly_jvp, node=f"{name.title()}Backward1",
                  saves=("inputs", "outputs"), extra={"method": False})
     with_dim = defop(f"{name}.dim", meta=_dim_meta, cpu=_extreme_dim_cpu(name, np_arg),
-                     backward=_dim_backward, jvp=_dim_jvp, node=f"{name.title()}Backward0",
+                     cuda=_extreme_dim_cuda(name), backward=_dim_backward, jvp=_dim_jvp, node=f"{name.title()}Backward0",
                      diff_outputs=(0,), saves=("outputs",), extra={"method": False})
     return full, with_dim
 
@@ -164,6 +185,17 @@ def _a_cpu(name: str, kernel_name: str, np_fn):
     return kernel
 
 
+def _a_cuda(name: str, kernel_name: str):
+    def kernel(input, dim=(), keepdim=False) -> Tensor:
+        axes = reduce_dims(input, dim)
+        if input.dtype.is_complex:
+            raise not_implemented(kernel_name, input)
+        full = dim is None or not isinstance(dim, int) and not tuple(dim)
+        check_nonempty(name, input, axes, full)
+        return cuda_reductions().reduction(name, input, axes, keepdim, input.dtype)
+    return kernel
+
+
 def _a_args(input, dim=(), keepdim=False):
     return input, reduce_dims(input, dim), keepdim
 
@@ -192,9 +224,11 @@ def _a_jvp(ctx, tangent, *_):
 
 
 amax = defop("amax", meta=_a_meta, cpu=_a_cpu("amax", "max_values_cpu", np.max),
-             backward=_a_backward, jvp=_a_jvp, saves=("inputs", "outputs"))
+             cuda=_a_cuda("amax", "max_values_cuda"), backward=_a_backward, jvp=_a_jvp,
+             saves=("inputs", "outputs"))
 amin = defop("amin", meta=_a_meta, cpu=_a_cpu("amin", "min_values_cpu", np.min),
-             backward=_a_backward, jvp=_a_jvp, saves=("inputs", "outputs"))
+             cuda=_a_cuda("amin", "min_values_cuda"), backward=_a_backward, jvp=_a_jvp,
+             saves=("inputs", "outputs"))
 
 
 def _aminmax_meta(input, *, dim=None, keepdim=False) -> tuple:
@@ -202,20 +236,33 @@ def _aminmax_meta(input, *, dim=None, keepdim=False) -> tuple:
     return spec, spec
 
 
-def _aminmax_cpu(input, *, dim=None, keepdim=False) -> tuple:
+def _aminmax_check(input, dim, kernel_name: str) -> tuple:
     axes = reduce_dims(input, dim)
     if input.dtype.is_complex:
-        raise not_implemented("aminmax_cpu", input)
+        raise not_implemented(kernel_name, input)
     if dim is None and input.numel() == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
     for a in axes:
         if input._shape[a] == 0:
             raise IndexError(f"aminmax: Expected reduction dim {a} to have non-zero size.")
+    return axes
+
+
+def _aminmax_cpu(input, *, dim=None, keepdim=False) -> tuple:
+    _aminmax_check(input, dim, "aminmax_cpu")
+    axes = reduce_dims(input, dim)
     arr = to_np(input, input.dtype)
     ax = axes if input.dim() else None
     return (np_result(np.min(arr, axis=ax, keepdims=keepdim), input.dtype),
             np_result(np.max(arr, axis=ax, keepdims=keepdim), input.dtype))
+
+
+def _aminmax_cuda(input, *, dim=None, keepdim=False) -> tuple:
+    axes = _aminmax_check(input, dim, "aminmax_cuda")
+    r = cuda_reductions()
+    return (r.reduction("amin", input, axes, keepdim, input.dtype),
+            r.reduction("amax", input, axes, keepdim, input.dtype))
 
 
 def _aminmax_backward(ctx, gmin, gmax):
@@ -234,7 +281,8 @@ def _aminmax_jvp(ctx, tangent, *_):
     return tuple(_a_jvp_of(x, v, tangent, axes, keepdim) for v in ctx.outputs)
 
 
-_aminmax = defop("aminmax", meta=_aminmax_meta, cpu=_aminmax_cpu, backward=_aminmax_backward,
+_aminmax = defop("aminmax", meta=_aminmax_meta, cpu=_aminmax_cpu, cuda=_aminmax_cuda,
+                 backward=_aminmax_backward,
                  jvp=_aminmax_jvp, saves=("inputs", "outputs"), extra={"method": False})
 
 
@@ -256,29 +304,44 @@ def _arg_meta(input, dim=None, keepdim=False) -> TensorSpec:
     return TensorSpec(shape, D.int64, input.device)
 
 
+def _arg_check(name: str, input, dim) -> None:
+    if dim is not None:
+        wrap_dim(dim, input.dim())
+    if input.dtype is D.bool_ or input.dtype.is_complex:
+        kind = "bool" if input.dtype is D.bool_ else "complex"
+        raise RuntimeError(f"{name}(): does not support {kind} input")
+    if dim is None:
+        check_nonempty(name, input, (), True, exc=IndexError)
+    else:
+        check_nonempty(name, input, reduce_dims(input, dim), False)
+
+
 def _arg_cpu(name: str, np_arg):
     def kernel(input, dim=None, keepdim=False) -> np.ndarray:
-        if dim is not None:
-            wrap_dim(dim, input.dim())
-        if input.dtype is D.bool_ or input.dtype.is_complex:
-            kind = "bool" if input.dtype is D.bool_ else "complex"
-            raise RuntimeError(f"{name}(): does not support {kind} input")
+        _arg_check(name, input, dim)
         arr = to_np(input, input.dtype)
         if dim is None:
-            check_nonempty(name, input, (), True, exc=IndexError)
             r = np_arg(arr.reshape(-1))
             return np_result(np.reshape(r, (1,) * input.dim() if keepdim else ()), D.int64)
         axes = reduce_dims(input, dim)
-        check_nonempty(name, input, axes, False)
         if not input.dim():
             return np.zeros((), np.int64)
         return np_result(np_arg(arr, axis=axes[0], keepdims=keepdim), D.int64)
     return kernel
 
 
+def _arg_cuda(name: str):
+    def kernel(input, dim=None, keepdim=False) -> Tensor:
+        _arg_check(name, input, dim)
+        axes = tuple(range(input.dim())) if dim is None else reduce_dims(input, dim)
+        shape = _arg_meta(input, dim, keepdim).shape
+        return cuda_reductions().indices(name, input, axes, shape)
+    return kernel
+
+
 argmax = defop("argmax", meta=_arg_meta, cpu=_arg_cpu("argmax", np.argmax),
-               differentiable=False)
+               cuda=_arg_cuda("argmax"), differentiable=False)
 argmin = defop("argmin", meta=_arg_meta, cpu=_arg_cpu("argmin", np.argmin),
-               differentiable=False)
+               cuda=_arg_cuda("argmin"), differentiable=False)
 
 __all__ = ["amax", "amin", "aminmax", "argmax", "argmin", "max", "min"]

@@ -22,6 +22,7 @@ from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
     count,
+    cuda_reductions,
     expand_grad,
     reduce_dims,
     reduced_shape,
@@ -50,21 +51,29 @@ def _check_float(name: str, x: Tensor) -> None:
         raise RuntimeError(f"{what} only support floating point and complex dtypes")
 
 
-def _var_np(name: str, input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """(variance, mean) as numpy arrays in the output dtypes."""
+def _checked_var_args(name: str, input, dim=None, unbiased=None, keepdim=False, *,
+                      correction=None) -> tuple:
+    """(input, axes, correction, keepdim) after the dtype check and the warning torch
+    gives when ``N - correction <= 0``."""
     x, axes, correction, keepdim = _var_args(input, dim, unbiased, keepdim,
                                              correction=correction)
     _check_float(name, x)
+    if count(x, axes) - correction <= 0:
+        warnings.warn(
+            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
+            "the reduction factor (input numel divided by output numel).",
+            UserWarning, stacklevel=7)
+    return x, axes, correction, keepdim
+
+
+def _var_np(name: str, *args, **kwargs):
+    """(variance, mean) as numpy arrays in the output dtypes."""
+    x, axes, correction, keepdim = _checked_var_args(name, *args, **kwargs)
     wide = np.complex128 if x.dtype.is_complex else np.float64
     arr = x._np.astype(wide) if x.dtype.itemsize < 8 or x.dtype is D.complex64 else x._np
     ax = axes if x.dim() else None
     n = count(x, axes)
     dof = builtins.max(0, n - correction)
-    if dof <= 0:
-        warnings.warn(
-            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
-            "the reduction factor (input numel divided by output numel).",
-            UserWarning, stacklevel=6)
     with np.errstate(all="ignore"):
         mean = np.sum(arr, axis=ax, keepdims=True) / arr.dtype.type(n)
         dev = np.abs(arr - mean) ** 2 if x.dtype.is_complex else (arr - mean) ** 2
@@ -105,6 +114,21 @@ def _var_mean_cpu(*args, **kwargs):
 def _std_mean_cpu(*args, **kwargs):
     var, mean = _var_np("std_mean", *args, **kwargs)
     return np_result(np.sqrt(var), args[0].dtype.to_real()), np_result(mean, args[0].dtype)
+
+
+def _var_cuda(name: str):
+    """CUDA kernel of var/std (one output) or var_mean/std_mean (two): one Welford pass,
+    accumulated in float for float32 and narrower, as torch's CUDA kernel does."""
+    def kernel(*args, **kwargs):
+        x, axes, correction, keepdim = _checked_var_args(name, *args, **kwargs)
+        if x.dtype.is_complex:
+            raise NotImplementedError(f"refimpl has no CUDA kernel for {name} of complex "
+                                      "inputs")
+        r = cuda_reductions()
+        if name in ("var", "std"):
+            return r.reduction(name, x, axes, keepdim, x.dtype, correction=correction)
+        return r.pair(name, x, axes, keepdim, (x.dtype, x.dtype), correction)
+    return kernel
 
 
 def _dof_scale(x, axes, correction) -> float:
@@ -180,12 +204,15 @@ def _pair_jvp(is_std: bool):
 
 _OUT = ("inputs", "outputs")
 var = defop("var", meta=lambda *a, **k: (_check_float("var", a[0]), _var_meta(*a, **k))[1],
-            cpu=_var_cpu, backward=_var_backward, jvp=_var_jvp)
+            cpu=_var_cpu, cuda=_var_cuda("var"), backward=_var_backward, jvp=_var_jvp)
 std = defop("std", meta=lambda *a, **k: (_check_float("std", a[0]), _var_meta(*a, **k))[1],
-            cpu=_std_cpu, backward=_std_backward, jvp=_std_jvp, saves=_OUT)
+            cpu=_std_cpu, cuda=_var_cuda("std"), backward=_std_backward, jvp=_std_jvp,
+            saves=_OUT)
 var_mean = defop("var_mean", meta=_pair_meta("var_mean"), cpu=_var_mean_cpu,
+                 cuda=_var_cuda("var_mean"),
                  backward=_pair_backward(False), jvp=_pair_jvp(False), extra={"method": False})
 std_mean = defop("std_mean", meta=_pair_meta("std_mean"), cpu=_std_mean_cpu,
+                 cuda=_var_cuda("std_mean"),
                  backward=_pair_backward(True), jvp=_pair_jvp(True), saves=_OUT,
                  extra={"method": False})
 
@@ -226,13 +253,13 @@ def _vn_meta(input, ord=2, dim=None, keepdim=False, *, dtype=None) -> TensorSpec
     return TensorSpec(reduced_shape(input._shape, axes, keepdim), dt.to_real(), input.device)
 
 
-def _vn_cpu(input, ord=2, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
+def _vn_check(input, ord, dim, dtype) -> tuple:
+    """(compute dtype, axes) of a vector norm, with torch's argument errors."""
     if isinstance(ord, str):
         raise TypeError("linalg_vector_norm(): argument 'ord' (position 2) must be Number, "
                         "not str")
     dt = _norm_dtype(input, dtype)
     axes = reduce_dims(input, dim)
-    out = dt.to_real()
     if ord < 0 or math.isinf(ord):
         if dim is None and input.numel() == 0:
             raise RuntimeError(f"linalg.vector_norm cannot compute the {_ord_str(ord)} norm "
@@ -244,6 +271,17 @@ def _vn_cpu(input, ord=2, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
                     f"linalg.vector_norm cannot compute the {_ord_str(ord)} norm on the "
                     f"dimension {a}because this dimension is empty and the operation does "
                     "not have an identity")
+    return dt, axes
+
+
+def _vn_cuda(input, ord=2, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    dt, axes = _vn_check(input, ord, dim, dtype)
+    return cuda_reductions().vector_norm(input, float(ord), axes, keepdim, dt)
+
+
+def _vn_cpu(input, ord=2, dim=None, keepdim=False, *, dtype=None) -> np.ndarray:
+    dt, axes = _vn_check(input, ord, dim, dtype)
+    out = dt.to_real()
     a = np.abs(to_np(input, dt))
     ax = axes if input.dim() else None
     with np.errstate(all="ignore"):
@@ -311,7 +349,7 @@ def _vn_jvp(ctx, tangent, *_):
     return rsum(prod, axes, keepdim)
 
 
-linalg_vector_norm = defop("linalg_vector_norm", meta=_vn_meta, cpu=_vn_cpu,
+linalg_vector_norm = defop("linalg_vector_norm", meta=_vn_meta, cpu=_vn_cpu, cuda=_vn_cuda,
                            backward=_vn_backward, jvp=_vn_jvp, saves=_OUT,
                            extra={"method": False})
 

@@ -17,6 +17,7 @@ from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.reduction import (
     _sum_dtype,
     cast_input,
+    cuda_cast,
     named_result,
     not_implemented,
     structseq_pair,
@@ -48,6 +49,19 @@ def _scan_cpu(name: str, np_fn):
     return kernel
 
 
+def _scan_cuda(name: str):
+    def kernel(input, dim, *, dtype=None) -> Tensor:
+        from refimpl.cuda import _reduce_scan
+
+        d = wrap_dim(dim, input.dim())
+        out = _sum_dtype(input, dtype)
+        if out is D.bool_:
+            raise not_implemented(f"{name}_cuda", out)
+        return _reduce_scan.scan(name, input, d if input.dim() else 0, out,
+                                 cast=cuda_cast(input, dtype))
+    return kernel
+
+
 def _reversed_cumsum(g: Tensor, d: int) -> Tensor:
     return g.flip(d).cumsum(d).flip(d)
 
@@ -68,6 +82,7 @@ def _cumsum_jvp(ctx, tangent, *_):
 
 
 cumsum = defop("cumsum", meta=_scan_meta, cpu=_scan_cpu("cumsum", np.cumsum),
+               cuda=_scan_cuda("cumsum"),
                backward=_cumsum_backward, jvp=_cumsum_jvp, extra={"save_needs": {}})
 
 
@@ -129,6 +144,7 @@ def _cumprod_jvp(ctx, tangent, *_):
 
 
 cumprod = defop("cumprod", meta=_scan_meta, cpu=_scan_cpu("cumprod", np.cumprod),
+                cuda=_scan_cuda("cumprod"),
                 backward=_cumprod_backward, jvp=_cumprod_jvp, saves=("inputs", "outputs"))
 
 
@@ -159,6 +175,18 @@ def _cumext_cpu(name: str, ufunc):
     return kernel
 
 
+def _cumext_cuda(name: str):
+    def kernel(input, dim) -> tuple:
+        from refimpl.cuda import _reduce_scan
+
+        d = wrap_dim(dim, input.dim())
+        if input.dtype.is_complex:
+            raise not_implemented(f"{name}_cuda", input)
+        return _reduce_scan.scan(name, input, d if input.dim() else 0, input.dtype,
+                                 with_indices=True)
+    return kernel
+
+
 def _cumext_backward(ctx, grad, _gi=None):
     import refimpl
 
@@ -177,7 +205,8 @@ def _cumext_jvp(ctx, tangent, *_):
 
 
 def _declare(name: str, ufunc):
-    op = defop(name, meta=_cumext_meta, cpu=_cumext_cpu(name, ufunc), backward=_cumext_backward,
+    op = defop(name, meta=_cumext_meta, cpu=_cumext_cpu(name, ufunc), cuda=_cumext_cuda(name),
+               backward=_cumext_backward,
                jvp=_cumext_jvp, diff_outputs=(0,), saves=("inputs", "outputs"),
                extra={"method": False})
 

@@ -1,0 +1,130 @@
+"""CUDA scans along one dim: cumsum, cumprod, cummax, cummin.
+
+A first, simple and exact version: one thread walks one line (all elements that share
+every index but the scanned one) from start to end, keeping a running value in the
+accumulation type of ``_reduce`` (float for float16/bfloat16/float32, int64 for
+integers) and rounding each output to the output dtype, as torch's CUDA scans do.
+Neighbouring threads take neighbouring lines, so a scan over any dim but the fastest
+moving one reads coalesced memory. ``cummax``/``cummin`` keep the latest index among
+equal values; once a NaN is met it propagates, each later NaN taking the index.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, _kernels, _nvrtc, streams
+from refimpl.cuda._reduce import _ACC, PRELUDE, _cast_expr, _coalesce, _converter, _decode
+
+MAX_DIMS = 8
+_BLOCK = 128
+
+# how each later element joins the running value ``acc`` (``at``: its index)
+_RULES = {
+    "cumsum": "acc = acc + v;",
+    "cumprod": "acc = acc * v;",
+    "cummax": "if (is_nan(acc) ? is_nan(v) : (is_nan(v) || v >= acc)) { acc = v; at = j; }",
+    "cummin": "if (is_nan(acc) ? is_nan(v) : (is_nan(v) || v <= acc)) { acc = v; at = j; }",
+}
+
+_BODY = r"""
+struct SGeo { long long n_lines, n, in_step, out_step; int kdim;
+  long long ksize[8], kin[8], kout[8]; };
+extern "C" __global__ void scan_kernel(const IN* x, OUT* out, long long* idx, SGeo g) {
+  long long line = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (line >= g.n_lines) return;
+  long long l = line, xi = 0, oi = 0;
+  for (int k = g.kdim - 1; k >= 0; --k) {
+    long long c = k ? l % g.ksize[k] : l; l /= g.ksize[k];
+    xi += c * g.kin[k]; oi += c * g.kout[k]; }
+  ACC acc = ACC_ZERO; long long at = 0;
+  for (long long j = 0; j < g.n; ++j) {
+    ACC v = r_load(x[xi + j * g.in_step]);
+    if (j == 0) acc = v; else { STEP }
+    out[oi + j * g.out_step] = to_out(acc);
+    if (idx) idx[oi + j * g.out_step] = at;
+  } }
+"""
+
+
+class _SGeo(ctypes.Structure):
+    _fields_ = [("n_lines", ctypes.c_longlong), ("n", ctypes.c_longlong),
+                ("in_step", ctypes.c_longlong), ("out_step", ctypes.c_longlong),
+                ("kdim", ctypes.c_int), ("ksize", ctypes.c_longlong * MAX_DIMS),
+                ("kin", ctypes.c_longlong * MAX_DIMS), ("kout", ctypes.c_longlong * MAX_DIMS)]
+
+
+_sources: dict[tuple, str] = {}
+
+
+def _source(op: str, in_name: str, cast: str, out_name: str) -> str:
+    key = (op, in_name, cast, out_name)
+    src = _sources.get(key)
+    if src is None:
+        acc = _ACC[cast]
+        zero = {"c64": "mkc64(0, 0)", "c128": "mkc128(0, 0)"}.get(acc, "(ACC)0")
+        one = {"c64": "mkc64(1, 0)", "c128": "mkc128(1, 0)"}.get(acc, "(ACC)1")
+        load = _cast_expr(in_name, cast, _decode(in_name))
+        body = _BODY.replace("STEP", _RULES[op])
+        src = "".join([
+            _kernels._PRELUDE, PRELUDE,
+            f"typedef {_kernels._DTYPES[in_name][0]} IN;\n",
+            f"typedef {_kernels._DTYPES[out_name][0]} OUT;\n",
+            f"typedef {acc} ACC;\n#define ACC_ZERO {zero}\n#define ACC_ONE {one}\n",
+            _converter("to_out", out_name),
+            f"DI ACC r_load(IN raw) {{ return {load}; }}\n", body])
+        src = _sources.setdefault(key, src)
+    return src
+
+
+def scan(op: str, x: Tensor, dim: int, out_dtype: D.dtype, cast: D.dtype | None = None,
+         with_indices: bool = False) -> Tensor | tuple:
+    """``op`` (cumsum, cumprod, cummax, cummin) of ``x`` along ``dim``; the output is
+    contiguous in ``out_dtype`` (plus int64 indices for cummax/cummin)."""
+    out = Tensor._empty(x._shape, out_dtype, x.device)
+    idx = Tensor._empty(x._shape, D.int64, x.device) if with_indices else None
+    n_total = x.numel()
+    if n_total:
+        shape = x._shape or (1,)
+        stride = x._stride or (1,)
+        ostride = out._stride or (1,)
+        kept = [(shape[i], stride[i], ostride[i]) for i in range(len(shape)) if i != dim]
+        dims = _coalesce_pairs(kept)
+        if len(dims) > MAX_DIMS:
+            raise NotImplementedError(f"CUDA scans take at most {MAX_DIMS} other dimensions "
+                                      "after coalescing")
+        g = _SGeo()
+        g.n, g.in_step, g.out_step = shape[dim], stride[dim], ostride[dim]
+        g.n_lines = n_total // shape[dim]
+        g.kdim = len(dims)
+        for k, (s, a, b) in enumerate(dims):
+            g.ksize[k], g.kin[k], g.kout[k] = s, a, b
+        index = x._storage._data.device_index
+        fn = _nvrtc.get_function(
+            _source(op, x.dtype.name, (cast or x.dtype).name, out_dtype.name), "scan_kernel",
+            index)
+        base = x._storage._data.ptr + x._offset * x.dtype.itemsize
+        grid = -(-g.n_lines // _BLOCK)
+        _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1),
+                       [ctypes.c_uint64(base), ctypes.c_uint64(out._storage._data.ptr),
+                        ctypes.c_uint64(idx._storage._data.ptr if idx is not None else 0), g],
+                       streams.current_stream(index).cuda_stream)
+    return (out, idx) if with_indices else out
+
+
+def _coalesce_pairs(dims: list) -> list:
+    """Coalesce (size, input stride, output stride) triples contiguous in both."""
+    merged = _coalesce([(s, a) for s, a, _ in dims])
+    if len(merged) == len([d for d in dims if d[0] != 1]):
+        return [d for d in dims if d[0] != 1]
+    out: list = []
+    for s, a, b in dims:
+        if s == 1:
+            continue
+        if out and out[-1][1] == a * s and out[-1][2] == b * s:
+            out[-1] = (out[-1][0] * s, a, b)
+        else:
+            out.append((s, a, b))
+    return out

@@ -1,0 +1,120 @@
+"""softmax and log_softmax along one dim.
+
+``softmax(input, dim, dtype=None)`` is ``exp(x - max) / sum(exp(x - max))`` over
+``dim``; ``log_softmax`` is ``x - max - log(sum(exp(x - max)))``. With ``dtype`` the
+input is converted first (a ``ToCopyBackward0`` node in autograd, as in torch), then
+the op runs in that dtype. Only floating dtypes have kernels: torch's
+NotImplementedError names the kernel (``softmax_lastdim_kernel_impl`` when ``dim`` is
+the last dim, ``softmax_kernel_impl`` otherwise). float16/bfloat16 compute in float32.
+A row holding a NaN, or only ``-inf``, gives NaN, as in torch.
+
+Autograd nodes are torch's ``SoftmaxBackward0``/``LogSoftmaxBackward0``; both save
+the result and differentiate through it:
+``d softmax = y * (g - sum(g * y))``, ``d log_softmax = g - exp(y) * sum(g)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor, wrap_dim
+from refimpl.ops._helpers import np_result, to_np
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.reduction import not_implemented
+
+
+def _dim(input: Tensor, dim: int) -> int:
+    return wrap_dim(dim, input.dim())
+
+
+def _check(name: str, input: Tensor, dim: int) -> int:
+    """The wrapped dim, after torch's dtype check."""
+    d = _dim(input, dim)
+    if not input.dtype.is_floating_point:
+        last = input.dim() == 0 or d == input.dim() - 1
+        raise not_implemented(f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl",
+                              input)
+    return d
+
+
+def _meta(input, dim) -> TensorSpec:
+    _dim(input, dim)
+    return TensorSpec(input._shape, input.dtype, input.device)
+
+
+def _cpu(log: bool):
+    name = "log_softmax" if log else "softmax"
+
+    def kernel(input, dim) -> np.ndarray:
+        d = _check(name, input, dim)
+        arr = to_np(input, input.dtype)
+        arr = arr.reshape(arr.shape or (1,))
+        with np.errstate(all="ignore"):
+            if arr.size == 0:
+                return np_result(arr.reshape(input._shape), input.dtype)
+            m = np.max(arr, axis=d, keepdims=True)
+            shifted = arr - m
+            total = np.sum(np.exp(shifted), axis=d, keepdims=True)
+            r = shifted - np.log(total) if log else np.exp(shifted) / total
+        return np_result(r.reshape(input._shape), input.dtype)
+    return kernel
+
+
+def _cuda(log: bool):
+    name = "log_softmax" if log else "softmax"
+
+    def kernel(input, dim) -> Tensor:
+        from refimpl.cuda import _reduce_softmax
+
+        d = _check(name, input, dim)
+        return _reduce_softmax.softmax(input, d if input.dim() else 0, log)
+    return kernel
+
+
+def _softmax_backward(ctx, grad):
+    y, dim = ctx.outputs[0], ctx.args[1]
+    return (y * (grad - (grad * y).sum(dim, keepdim=True)),)
+
+
+def _softmax_jvp(ctx, tangent, *_):
+    y, dim = ctx.outputs[0], ctx.args[1]
+    return y * (tangent - (tangent * y).sum(dim, keepdim=True))
+
+
+def _log_softmax_backward(ctx, grad):
+    y, dim = ctx.outputs[0], ctx.args[1]
+    return (grad - y.exp() * grad.sum(dim, keepdim=True),)
+
+
+def _log_softmax_jvp(ctx, tangent, *_):
+    y, dim = ctx.outputs[0], ctx.args[1]
+    return tangent - (y.exp() * tangent).sum(dim, keepdim=True)
+
+
+_softmax = defop("softmax", meta=_meta, cpu=_cpu(False), cuda=_cuda(False),
+                 backward=_softmax_backward, jvp=_softmax_jvp, saves=("outputs",),
+                 extra={"method": False})
+_log_softmax = defop("log_softmax", meta=_meta, cpu=_cpu(True), cuda=_cuda(True),
+                     backward=_log_softmax_backward, jvp=_log_softmax_jvp,
+                     saves=("outputs",), extra={"method": False})
+
+
+def _converted(input: Tensor, dtype) -> Tensor:
+    return input if dtype is None else input.to(D.dtype_from_any(dtype))
+
+
+def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """Softmax over ``dim``: non-negative values summing to 1 along it; ``dtype``
+    converts the input first."""
+    return _softmax(_converted(input, dtype), dim)
+
+
+def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """``log(softmax(input, dim))`` computed stably; ``dtype`` converts the input
+    first."""
+    return _log_softmax(_converted(input, dtype), dim)
+
+
+__all__ = ["log_softmax", "softmax"]
+TENSOR_METHODS = ("softmax", "log_softmax")
