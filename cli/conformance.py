@@ -381,4 +381,18 @@ def _print_coverage(console: Console, data: dict[str, Any], verbose: bool) -> No
             console.print(Text(f"  {clause['id']}: {cases}"), soft_wrap=True)
 
 
-COMMANDS = [run_conformance, list_cases, coverage]
+@click.command("lint-cases")
+@click.option("--cases", "cases_path", metavar="PATH", help="Case file or folder.")
+@_one_line_errors
+def lint_cases(cases_path: str | None) -> int:
+    """Find expectations that cannot fail (conformance/lint.py lists the rules)."""
+    from conformance import lint
+
+    findings = lint.lint_cases(_load(cases_path))
+    for finding in findings:
+        click.echo(str(finding))
+    click.echo(f"{len(findings)} finding(s)" if findings else "no findings")
+    return 1 if findings else 0
+
+
+COMMANDS = [run_conformance, list_cases, coverage, lint_cases]

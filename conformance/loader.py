@@ -19,6 +19,7 @@ from conformance.model import Case
 from conformance.schema import (
     CASE_KEYS,
     DEFAULTS_KEYS,
+    DEVICE_TYPES,
     FILE_KEYS,
     ID_RE,
     PARAM_REF_RE,
@@ -151,9 +152,11 @@ def _substitute(where: Where, value: Any, params: dict[str, Any], line: int) -> 
 
 
 def _param_combos(where: Where, data: LDict) -> list[dict[str, Any]]:
-    if "params" not in data:
+    if "params" not in data and "devices" not in data:
         return [{}]
-    params = need_mapping(where, data["params"], data.value_line("params"), "params")
+    params = LDict()
+    if "params" in data:
+        params = need_mapping(where, data["params"], data.value_line("params"), "params")
     axes = []
     for name, values in params.items():
         line = params.value_line(name)
@@ -171,7 +174,37 @@ def _param_combos(where: Where, data: LDict) -> list[dict[str, Any]]:
             elif name == "dtype" or name.endswith("_dtype"):
                 need_dtype(where, value, item_line, f"param {name!r}")
         axes.append([(name, v) for v in values])
+    devices = _devices(where, data)
+    if devices:
+        if any(axis[0][0] == "device" for axis in axes):
+            raise where.error(
+                data.key_line("devices"), "a case with 'devices' cannot also have a 'device' param"
+            )
+        axes.append([("device", d) for d in devices])
     return [dict(combo) for combo in itertools.product(*axes)]
+
+
+def _devices(where: Where, data: LDict) -> list[str]:
+    """The devices of a device-generic case: ``devices: all`` or a list of device types."""
+    if "devices" not in data:
+        return []
+    value, line = data["devices"], data.value_line("devices")
+    if value == "all":
+        return list(DEVICE_TYPES)
+    items = need_list(where, value, line, "devices (a list of device types, or all)")
+    if not items:
+        raise where.error(line, "devices is empty")
+    out = []
+    for i, item in enumerate(items):
+        if item not in DEVICE_TYPES:
+            raise where.error(
+                items.item_line(i),
+                f"bad device {item!r} in devices (one of {', '.join(DEVICE_TYPES)}, or all)",
+            )
+        if item in out:
+            raise where.error(items.item_line(i), f"device {item!r} listed twice in devices")
+        out.append(item)
+    return out
 
 
 def _suffix(combo: dict[str, Any]) -> str:

@@ -28,10 +28,14 @@ from conformance.yamlio import CaseFileError, LDict, LList, plain
 
 FILE_KEYS = ("defaults", "cases")
 CASE_KEYS = (
-    "id", "spec", "source", "tags", "requires", "xfail", "params", "inputs",
+    "id", "spec", "source", "tags", "requires", "xfail", "params", "devices", "inputs",
     "program", "expect", "raises", "warns", "timeout",
 )  # fmt: skip
-DEFAULTS_KEYS = ("spec", "source", "tags", "requires", "xfail", "params", "inputs", "timeout")
+DEFAULTS_KEYS = (
+    "spec", "source", "tags", "requires", "xfail", "params", "devices", "inputs", "timeout",
+)  # fmt: skip
+#: The device types a device-generic case (``devices: all``) runs on.
+DEVICE_TYPES = ("cpu", "cuda")
 REQUIRES_KEYS = ("cuda", "gpus", "torch", "targets")
 GENERATORS = ("randn", "rand", "randint", "value")
 INPUT_KEYS = (*GENERATORS, "dtype", "requires_grad", "device", "seed")
@@ -274,8 +278,13 @@ def _shape(where: Where, value: Any, line: int, what: str) -> tuple[int, ...]:
     )
 
 
-def input_spec(where: Where, name: Any, data: Any, line: int) -> InputSpec:
-    """Build one :class:`InputSpec` (its generator, dtype, device, grad flag and seed)."""
+def input_spec(
+    where: Where, name: Any, data: Any, line: int, default_device: str = "cpu"
+) -> InputSpec:
+    """Build one :class:`InputSpec` (its generator, dtype, device, grad flag and seed).
+
+    ``default_device`` is where an input without ``device`` goes: the case's device for a
+    device-generic case, else the CPU."""
     if not isinstance(name, str) or not name.isidentifier():
         raise where.error(line, f"input name {name!r} is not a Python identifier")
     if name in RESERVED_NAMES or name.startswith("np_"):
@@ -320,7 +329,8 @@ def input_spec(where: Where, name: Any, data: Any, line: int) -> InputSpec:
         f"input {name!r} requires_grad",
     )  # fmt: skip
     device = need_device(
-        where, spec.get("device", "cpu"), spec.value_line("device"), f"input {name!r} device"
+        where, spec.get("device", default_device), spec.value_line("device"),
+        f"input {name!r} device",
     )
     seed = None
     if "seed" in spec:
@@ -460,7 +470,8 @@ def build_case(
     if "inputs" in data:
         mapping = need_mapping(where, data["inputs"], data.value_line("inputs"), "inputs")
         for name, value in mapping.items():
-            spec_in = input_spec(where, name, value, mapping.value_line(name))
+            default_device = str(params["device"]) if "devices" in data else "cpu"
+            spec_in = input_spec(where, name, value, mapping.value_line(name), default_device)
             if name in params:
                 raise where.error(mapping.key_line(name), f"input {name!r} has a param's name")
             inputs.append(spec_in)

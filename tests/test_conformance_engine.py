@@ -651,3 +651,75 @@ def test_pending_needs_a_reason(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("document: d\ntests:\n  - {test: a, status: pending}\n")
     _, errors = seedmap.load_seed_map(tmp_path)
     assert [str(e) for e in errors] == [f"{tmp_path / 'x.yaml'}:3: pending test 'a' gives no 'reason'"]
+
+
+# -- device-generic cases -----------------------------------------------------------------
+
+
+def test_devices_all_runs_a_case_on_every_device(tmp_path: Path) -> None:
+    cases = load_one(
+        tmp_path,
+        """
+        defaults:
+          devices: all
+        cases:
+          - id: d.sum
+            source: research
+            params:
+              dtype: [float32, float64]
+            inputs:
+              x: {randn: [3]}
+              h: {randn: [2], device: cpu}
+            program: "y = x.sum()"
+          - id: d.cpu_only
+            source: research
+            devices: [cpu]
+            program: "y = t.ones(2, device=device)"
+        """,
+    )
+    ids = [c.id for c in cases]
+    assert ids == ["d.sum[float32-cpu]", "d.sum[float32-cuda]", "d.sum[float64-cpu]",
+                   "d.sum[float64-cuda]", "d.cpu_only[cpu]"]  # fmt: skip
+    by_id = {c.id: c for c in cases}
+    cuda = by_id["d.sum[float32-cuda]"]
+    assert cuda.requires.cuda and cuda.device == "cuda" and cuda.params["device"] == "cuda"
+    assert [i.device for i in cuda.inputs] == ["cuda", "cpu"]
+    cpu = by_id["d.sum[float64-cpu]"]
+    assert not cpu.requires.cuda and [i.device for i in cpu.inputs] == ["cpu", "cpu"]
+
+
+def test_cuda_instance_of_a_device_generic_case_is_skipped_without_cuda(tmp_path: Path) -> None:
+    cases = load_one(
+        tmp_path,
+        """
+        cases:
+          - id: d.ones
+            source: research
+            devices: all
+            program: "y = t.ones(2, device=device)"
+            expect:
+              - value: y
+                equals_np: "np.ones(2, np.float32)"
+        """,
+    )
+    run = runner.run(cases, runner.RunOptions(target="refimpl", jobs=0, golden_dir=None))
+    results = {case.id: result for case, result in run.pairs}
+    assert results["d.ones[cpu]"].outcome == "passed"
+    if not run.info.cuda_devices:
+        cuda = results["d.ones[cuda]"]
+        assert cuda.outcome == "skipped" and "CUDA" in cuda.message
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("devices: [cpu, tpu]", "bad device 'tpu' in devices"),
+        ("devices: [cpu, cpu]", "device 'cpu' listed twice in devices"),
+        ("devices: []", "devices is empty"),
+        ("devices: all\n    params: {device: [cpu]}", "cannot also have a 'device' param"),
+    ],
+)
+def test_bad_devices_are_located(tmp_path: Path, text: str, words: str) -> None:
+    write_cases(tmp_path, f"cases:\n  - id: d.x\n    source: research\n    {text}\n    program: pass\n")
+    errors = [str(e) for e in load_cases(tmp_path).errors]
+    assert len(errors) == 1 and words in errors[0], errors
