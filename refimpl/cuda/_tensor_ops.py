@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl._tensor import Tensor, contiguous_strides
-from refimpl.cuda import _driver, _host_allocator, _kernels, streams
+from refimpl.cuda import _driver, _host_allocator, _index, _kernels, streams
 
 
 def _expanded_strides(src: Tensor, shape: tuple) -> list[int]:
@@ -52,6 +52,8 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> None:
         _host_to_device(dst, src, non_blocking)
     else:
         _device_to_host(dst, src, non_blocking)
+        # a synchronizing point: report an out-of-range index a kernel recorded
+        _index.raise_pending()
 
 
 def _overlaps(a: Tensor, b: Tensor) -> bool:

@@ -8,6 +8,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._device import CPU, as_device, resolve
+from refimpl._dispatch import MODE_STACK
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
 
@@ -163,8 +164,28 @@ zeros = _filled(0)
 zeros.__doc__ = "A tensor of zeros of the given shape."
 ones = _filled(1)
 ones.__doc__ = "A tensor of ones of the given shape."
-empty = _filled(None)
-empty.__doc__ = "A tensor of the given shape with unspecified contents (zeros on the CPU)."
+def empty(*size, dtype=None, device=None, requires_grad: bool = False,
+          pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
+    """A tensor of the given shape with unspecified contents (zeros on the CPU)."""
+    # The most frequent constructor, kept lean: a 1-d shape is taken as given, and on
+    # a CUDA device with no python mode active the kernel is called the way the
+    # dispatcher's factory fast path calls it (modes still see every other call).
+    if len(size) == 1 and type(size[0]) is int and size[0] >= 0:
+        shape = size
+    else:
+        shape = _shape_args(size)
+    dt = D.get_default_dtype() if dtype is None else D.dtype_from_any(dtype)
+    dev = CPU if device is None else resolve(device)
+    if dev.type == "cuda" and not MODE_STACK:
+        t = _empty_cuda(shape, dtype=dt, device=dev)
+    else:
+        t = empty_op(shape, dtype=dt, device=dev)
+    if out is not None:
+        out.resize_(t.shape).copy_(t)
+        return out
+    if pin_memory:
+        t = t.pin_memory()
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -302,6 +323,14 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) ->
     return full((), s, dtype=dt, device=device, requires_grad=requires_grad)
 
 
+def _cuda_device(dev):
+    """The CUDA device ``dev`` names, or None (CPU and meta factories compute here)."""
+    if dev is None:
+        return None
+    dev = resolve(dev)
+    return dev if dev.type == "cuda" else None
+
+
 def _arange_args(args):
     if len(args) == 1:
         return 0, args[0], 1
@@ -331,6 +360,15 @@ def arange(*args, start=None, end=None, step=None, dtype=None, device=None,
     import math
 
     n = max(0, math.ceil((b - a) / st))
+    dev = _cuda_device(device)
+    if dev is not None:
+        from refimpl.cuda import _factories
+
+        t = _factories.arange(n, a, st, dt, dev)
+        if out is not None:
+            out.resize_(t.shape).copy_(t)
+            return out
+        return t.requires_grad_(True) if requires_grad else t
     values = a + np.arange(n, dtype=np.float64 if dt.category >= 2 else np.int64) * st
     t = Tensor._from_array(values.astype(dt.np), dt)
     if out is not None:
@@ -345,6 +383,12 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    dev = _cuda_device(device)
+    if dev is not None:
+        from refimpl.cuda import _factories
+
+        t = _factories.linspace(start, end, steps, dt, dev)
+        return t.requires_grad_(True) if requires_grad else t
     values = np.linspace(start, end, steps, dtype=np.float64)
     if dt.category < 2:
         values = np.trunc(values)
@@ -358,6 +402,12 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    dev = _cuda_device(device)
+    if dev is not None:
+        from refimpl.cuda import _factories
+
+        t = _factories.linspace(start, end, steps, dt, dev, base=base)
+        return t.requires_grad_(True) if requires_grad else t
     values = np.power(base, np.linspace(start, end, steps, dtype=np.float64))
     return _finish(Tensor._from_array(values.astype(dt.np), dt), device, requires_grad)
 
@@ -370,6 +420,12 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
     if m is not None and m < 0:
         raise RuntimeError(f"m must be greater or equal to 0, got {m}")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
+    dev = _cuda_device(device)
+    if dev is not None:
+        from refimpl.cuda import _factories
+
+        t = _factories.eye(n, n if m is None else m, dt, dev)
+        return t.requires_grad_(True) if requires_grad else t
     values = np.eye(n, n if m is None else m, dtype=dt.np)
     return _finish(Tensor._from_array(values, dt), device, requires_grad)
 

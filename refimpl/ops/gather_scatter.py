@@ -74,13 +74,19 @@ def _gather_cpu(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = Fa
     return arr[_coords(idx, d)].reshape(index.shape)
 
 
+def _gather_cuda(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False):
+    from refimpl.cuda import _index_ops
+
+    return _index_ops.gather(self, _gather_check(self, dim, index), index)
+
+
 def _gather_backward(ctx, grad):
     inp, dim, idx = ctx.args[0], ctx.args[1], ctx.args[2]
     return (_zeros(inp.shape, grad).scatter_add(dim, idx, grad),)
 
 
 gather = defop(
-    "gather", cpu=_gather_cpu, backward=_gather_backward,
+    "gather", cpu=_gather_cpu, cuda=_gather_cuda, backward=_gather_backward,
     meta=lambda self, dim, index, **_: TensorSpec(
         index._shape if _gather_check(self, dim, index) is not None else (), self.dtype,
         self.device),
@@ -135,6 +141,35 @@ def _scatter_into(self: Tensor, dim: int, index: Tensor, src, reduce=None) -> np
     return np_result(out.reshape(self._shape), self.dtype)
 
 
+_CUDA_REDUCE = {None: None, "add": "sum", "multiply": "prod"}
+
+
+def _scatter_cuda(self: Tensor, dim: int, index: Tensor, src, reduce=None) -> Tensor:
+    """The CUDA kernel of every scatter form (tensor or scalar src, with or without
+    reduce): the CPU kernel's checks, then the device scatter."""
+    from refimpl.cuda import _index_ops
+
+    d = _scatter_check(self, dim, index, src)
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if not isinstance(src, Tensor):
+        check_scalar_fits(src, self.dtype)
+    return _index_ops.scatter(self, d, index, src, _CUDA_REDUCE[reduce])
+
+
+def _scatter_src_cuda(self: Tensor, dim: int, index: Tensor, src: Tensor, *, reduce=None):
+    if reduce is not None:
+        warnings.warn(
+            "The reduce argument of torch.scatter with Tensor src is deprecated and will be "
+            "removed in a future PyTorch release. Use torch.scatter_reduce instead for more "
+            "reduction options.", UserWarning, stacklevel=4)
+    return _scatter_cuda(self, dim, index, src, reduce)
+
+
+def _scatter_value_cuda(self: Tensor, dim: int, index: Tensor, value, *, reduce=None):
+    return _scatter_cuda(self, dim, index, value, reduce)
+
+
 def _scatter_src_backward(ctx, grad):
     # as in torch, the src gradient has the index's shape (a larger src is an error)
     _, dim, index, _src = ctx.args[:4]
@@ -162,7 +197,7 @@ def _scatter_meta(self: Tensor, dim: int, index: Tensor, src, **_) -> TensorSpec
 
 
 scatter_src = defop(
-    "scatter", cpu=_scatter_src_cpu, backward=_scatter_src_backward,
+    "scatter", cpu=_scatter_src_cpu, cuda=_scatter_src_cuda, backward=_scatter_src_backward,
     meta=lambda self, dim, index, src, **_: _same_meta(self) if _scatter_check(
         self, dim, index, src) is not None else None,
     jvp=lambda ctx, ts, _d, _i, tsrc: None if ts is None and tsrc is None else (
@@ -171,7 +206,7 @@ scatter_src = defop(
                                                                        ctx.args[3])),
     extra={"method": False, "save_needs": {0: (2,), 3: (2,)}})
 scatter_value = defop(
-    "_scatter_value", node="ScatterBackward1",
+    "_scatter_value", node="ScatterBackward1", cuda=_scatter_value_cuda,
     cpu=lambda self, dim, index, value, *, reduce=None: _scatter_into(self, dim, index, value,
                                                                         reduce),
     meta=lambda self, dim, index, value, **_: _same_meta(self) if _scatter_check(
@@ -181,10 +216,12 @@ scatter_value = defop(
     extra={"method": False, "save_needs": {0: (2,)}})
 # scatter with reduce= has no derivative in torch: its node is "NotImplemented".
 scatter_reduce_src = defop(
-    "_scatter_reduce_src", cpu=_scatter_src_cpu, meta=_scatter_meta, saves=(),
+    "_scatter_reduce_src", cpu=_scatter_src_cpu, cuda=_scatter_src_cuda, meta=_scatter_meta,
+    saves=(),
     backward=_no_derivative, node="NotImplemented", extra={"method": False})
 scatter_reduce_value = defop(
-    "_scatter_reduce_value", cpu=scatter_value.cpu, meta=_scatter_meta, saves=(),
+    "_scatter_reduce_value", cpu=scatter_value.cpu, cuda=_scatter_value_cuda,
+    meta=_scatter_meta, saves=(),
     backward=_no_derivative, node="NotImplemented", extra={"method": False})
 _SCATTER = (scatter_src, scatter_value, scatter_reduce_src, scatter_reduce_value)
 _SCATTER_ = tuple(inplace_of(op) for op in _SCATTER)
@@ -219,6 +256,7 @@ def _scatter_add_backward(ctx, grad):
 
 scatter_add = defop(
     "scatter_add", cpu=lambda self, dim, index, src: _scatter_into(self, dim, index, src, "add"),
+    cuda=lambda self, dim, index, src: _scatter_cuda(self, dim, index, src, "add"),
     meta=lambda self, dim, index, src: _same_meta(self) if _scatter_check(
         self, dim, index, src) is not None else None,
     backward=_scatter_add_backward, extra={"save_needs": {3: (2,)}},
@@ -261,8 +299,15 @@ def _index_select_cpu(self: Tensor, dim: int, index: Tensor) -> np.ndarray:
         _index_select_shape(self, dim, index))
 
 
+def _index_select_cuda(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    d = _index_select_check(self, dim, index)
+    return _index_ops.index_select(self, d, index, _index_select_shape(self, dim, index))
+
+
 index_select = defop(
-    "index_select", cpu=_index_select_cpu,
+    "index_select", cpu=_index_select_cpu, cuda=_index_select_cuda,
     meta=lambda self, dim, index: TensorSpec(_index_select_shape(self, dim, index), self.dtype,
                                              self.device),
     backward=lambda ctx, g: (_zeros(ctx.args[0].shape, g).index_add(
@@ -320,6 +365,17 @@ def _index_add_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alp
     return np_result(out.reshape(self._shape), self.dtype)
 
 
+def _index_add_cuda(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1):
+    from refimpl.cuda import _index_ops
+
+    d = _index_add_check(self, dim, index, source)
+    if alpha != 1:
+        source = source * (int(alpha) if self.dtype.category < 2 else alpha)
+    out = _index_ops.clone(self)
+    _index_ops.index_scatter(out, d, index, source, reduce="sum", wrap=False, err="bounds")
+    return out
+
+
 def _or_zeros(tangent, like):
     return tangent if tangent is not None else _zeros(like.shape, like)
 
@@ -358,7 +414,8 @@ def _index_add_backward(ctx, grad):
 
 
 index_add = defop(
-    "index_add", cpu=_index_add_cpu, backward=_index_add_backward, jvp=_index_add_jvp,
+    "index_add", cpu=_index_add_cpu, cuda=_index_add_cuda, backward=_index_add_backward,
+    jvp=_index_add_jvp,
     meta=lambda self, dim, index, source, **_: _same_meta(self) if _index_add_check(
         self, dim, index, source) is not None else None,
     extra={"save_needs": {3: (2,)}})
@@ -406,6 +463,15 @@ def _index_copy_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor) -> np
     return out.reshape(self._shape)
 
 
+def _index_copy_cuda(self: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    d = _index_copy_check(self, dim, index, source)
+    out = _index_ops.clone(self)
+    _index_ops.index_scatter(out, d, index, source, reduce=None, wrap=False, err="copy")
+    return out
+
+
 def _index_copy_backward(ctx, grad):
     _, dim, index, source = ctx.args[:4]
     g_self = grad.index_fill(dim, index, 0) if ctx.needs_input_grad[0] else None
@@ -415,7 +481,8 @@ def _index_copy_backward(ctx, grad):
 
 
 index_copy = defop(
-    "index_copy", cpu=_index_copy_cpu, backward=_index_copy_backward, jvp=_index_copy_jvp,
+    "index_copy", cpu=_index_copy_cpu, cuda=_index_copy_cuda, backward=_index_copy_backward,
+    jvp=_index_copy_jvp,
     meta=lambda self, dim, index, source: _same_meta(self) if _index_copy_check(
         self, dim, index, source) is not None else None,
     extra={"save_needs": {0: (2,), 3: (2,)}})
@@ -453,18 +520,31 @@ def _index_fill_cpu(self: Tensor, dim: int, index: Tensor, value) -> np.ndarray:
     return layout_like(out.reshape(self._shape), self)
 
 
+def _index_fill_cuda(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    d = _index_fill_check(self, dim, index, value)
+    if not isinstance(value, Tensor):
+        check_scalar_fits(value, self.dtype)
+        if isinstance(value, complex) and not self.dtype.is_complex:
+            value = value.real
+    out = _index_ops.clone(self)
+    _index_ops.index_scatter(out, d, index, value, reduce=None, wrap=True, err="index")
+    return out
+
+
 def _index_fill_meta(self: Tensor, dim: int, index: Tensor, value) -> TensorSpec:
     _index_fill_check(self, dim, index, value)
     return _same_meta(self)
 
 
 index_fill_scalar = defop(
-    "index_fill", cpu=_index_fill_cpu, meta=_index_fill_meta,
+    "index_fill", cpu=_index_fill_cpu, cuda=_index_fill_cuda, meta=_index_fill_meta,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0),),
     jvp=lambda ctx, t, *_: None if t is None else t.index_fill(ctx.args[1], ctx.args[2], 0),
     extra={"method": False, "save_needs": {0: (2,)}})
 index_fill_tensor = defop(
-    "_index_fill_tensor", cpu=_index_fill_cpu, meta=_index_fill_meta,
+    "_index_fill_tensor", cpu=_index_fill_cpu, cuda=_index_fill_cuda, meta=_index_fill_meta,
     node="IndexFillBackward1", jvp=_index_fill_tensor_jvp,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0), None, None,
                              g.index_select(ctx.args[1], ctx.args[2]).sum()),

@@ -108,6 +108,49 @@ def _index_cpu(self: Tensor, indices) -> np.ndarray:
     return self._np[index_arrays(self._shape, indices)]
 
 
+def _check_index_list(self_shape, indices) -> None:
+    """The checks of :func:`index_arrays` that need no index values (the CUDA kernels
+    check the bounds on the device)."""
+    if isinstance(indices, Tensor) or not isinstance(indices, (list, tuple)):
+        raise TypeError("index(): argument 'indices' must be tuple of Tensors")
+    width = 0
+    for idx in indices:
+        if idx is not None and idx.dtype not in _INDEX_DTYPES:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    for idx in indices:
+        if idx is not None and idx.dtype in (D.bool_, D.uint8):
+            if idx.dtype is D.uint8:
+                warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a "
+                              "dtype torch.bool instead.", UserWarning, stacklevel=5)
+            for j, n in enumerate(idx.shape):
+                if width + j >= len(self_shape) or n != self_shape[width + j]:
+                    raise IndexError(
+                        f"The shape of the mask {list(idx.shape)} at index {j} does not match "
+                        f"the shape of the indexed tensor {list(self_shape)} at index "
+                        f"{width + j}")
+            width += idx.dim()
+        else:
+            width += 1
+    if width > len(self_shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(self_shape)} (got "
+                         f"{width})")
+    shapes = [tuple(i.shape) for i in indices if i is not None and i.dtype not in
+              (D.bool_, D.uint8)]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = ", ".join(str(list(a)) for a in shapes)
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {listed}") from None
+
+
+def _index_cuda(self: Tensor, indices) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    _check_index_list(self._shape, indices)
+    return _index_ops.index(self, list(indices))
+
+
 def _index_backward(ctx, grad):
     from refimpl.ops.factories import zeros
 
@@ -118,7 +161,8 @@ def _index_backward(ctx, grad):
 
 # The backward reads only self's metadata and the indices: only the indices are saved
 # (torch does not save self: test_index_backward_does_not_save_tensor).
-index = defop("index", meta=_index_meta, cpu=_index_cpu, backward=_index_backward,
+index = defop("index", meta=_index_meta, cpu=_index_cpu, cuda=_index_cuda,
+              backward=_index_backward,
               jvp=lambda ctx, t, *_: None if t is None else index(t, ctx.args[1]),
               extra={"method": False, "save_needs": {0: (1,)}})
 
@@ -164,6 +208,25 @@ def _index_put_cpu(self: Tensor, indices, values, accumulate: bool = False) -> n
     return layout_like(np_result(out, self.dtype), self)
 
 
+def _index_put_cuda(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    _check_values(self, values)
+    _check_index_list(self._shape, indices)
+
+    def check_target(target) -> None:
+        try:
+            ok = broadcast_shapes(values._shape, tuple(target)) == tuple(target)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} "
+                               f"cannot be broadcast to indexing result of shape "
+                               f"{list(target)}")
+
+    return _index_ops.index_put(self, list(indices), values, bool(accumulate), check_target)
+
+
 def _index_put_backward(ctx, grad):
     from refimpl.ops.factories import zeros
 
@@ -191,7 +254,7 @@ def _index_put_jvp(ctx, t_self, t_indices, t_values, *_):
     return index_put(base, indices, vals, accumulate)
 
 
-index_put = defop("index_put", meta=_index_put_meta, cpu=_index_put_cpu,
+index_put = defop("index_put", meta=_index_put_meta, cpu=_index_put_cpu, cuda=_index_put_cuda,
                   backward=_index_put_backward, jvp=_index_put_jvp,
                   extra={"save_needs": {0: (1,), 2: (1,)}})
 
@@ -474,7 +537,16 @@ def _nonzero_cpu(self: Tensor) -> Tensor:
     return Tensor._make(buf._storage, (n, arr.ndim), (1, n), 0, D.int64)
 
 
-nonzero_op = defop("nonzero", meta=_nonzero_meta, cpu=_nonzero_cpu, differentiable=False,
+def _nonzero_cuda(self: Tensor) -> Tensor:
+    from refimpl.cuda import _compact
+
+    if self.dim() == 0:
+        return _compact.nonzero(self.reshape(1))[:, :0]
+    return _compact.nonzero(self)
+
+
+nonzero_op = defop("nonzero", meta=_nonzero_meta, cpu=_nonzero_cpu, cuda=_nonzero_cuda,
+                   differentiable=False,
                    extra={"method": False})
 
 

@@ -55,6 +55,17 @@ def _masked_fill_cpu(self: Tensor, mask: Tensor, value) -> np.ndarray:
     return np.where(np.broadcast_to(mask._np, shape), fill, np.broadcast_to(self._np, shape))
 
 
+def _masked_fill_cuda(self: Tensor, mask: Tensor, value) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    shape = _masked_fill_check(self, mask, value)
+    if not isinstance(value, Tensor):
+        check_scalar_fits(value, self.dtype)
+        if isinstance(value, complex) and not self.dtype.is_complex:
+            value = value.real
+    return _index_ops.masked_fill(self, mask, value, shape)
+
+
 def _or_zeros(tangent, like):
     return tangent if tangent is not None else _zeros(like.shape, like)
 
@@ -78,12 +89,13 @@ def _masked_fill_meta(self: Tensor, mask: Tensor, value) -> TensorSpec:
 
 
 masked_fill_scalar = defop(
-    "masked_fill", cpu=_masked_fill_cpu, meta=_masked_fill_meta,
+    "masked_fill", cpu=_masked_fill_cpu, cuda=_masked_fill_cuda, meta=_masked_fill_meta,
     backward=lambda ctx, g: (sum_to(g.masked_fill(ctx.args[1], 0), ctx.args[0].shape),),
     jvp=lambda ctx, t, *_: None if t is None else t.masked_fill(ctx.args[1], 0),
     extra={"method": False, "save_needs": {0: (1,)}})
 masked_fill_tensor = defop(
-    "_masked_fill_tensor", cpu=_masked_fill_cpu, meta=_masked_fill_meta,
+    "_masked_fill_tensor", cpu=_masked_fill_cpu, cuda=_masked_fill_cuda,
+    meta=_masked_fill_meta,
     node="MaskedFillBackward1", jvp=_masked_fill_tensor_jvp,
     backward=lambda ctx, g: (sum_to(g.masked_fill(ctx.args[1], 0), ctx.args[0].shape), None,
                              g.masked_fill(ctx.args[1].logical_not(), 0).sum()),
@@ -112,6 +124,14 @@ def _masked_select_cpu(self: Tensor, mask: Tensor) -> np.ndarray:
     return np.broadcast_to(self._np, shape)[np.broadcast_to(mask._np, shape)]
 
 
+def _masked_select_cuda(self: Tensor, mask: Tensor) -> Tensor:
+    from refimpl.cuda import _compact
+
+    if mask.dtype is not D.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    return _compact.masked_select(self, mask, broadcast_shapes(mask._shape, self._shape))
+
+
 def _masked_select_backward(ctx, grad):
     inp, mask = ctx.args[0], ctx.args[1]
     shape = broadcast_shapes(tuple(inp.shape), tuple(mask.shape))
@@ -125,7 +145,7 @@ def _data_dependent(*_, **__):
 
 
 masked_select = defop(
-    "masked_select", cpu=_masked_select_cpu, meta=_data_dependent,
+    "masked_select", cpu=_masked_select_cpu, cuda=_masked_select_cuda, meta=_data_dependent,
     backward=_masked_select_backward,
     jvp=lambda ctx, t, *_: None if t is None else t.masked_select(ctx.args[1]),
     extra={"save_needs": {0: (1,)}})
@@ -156,6 +176,13 @@ def _masked_scatter_cpu(self: Tensor, mask: Tensor, source: Tensor) -> np.ndarra
     return out
 
 
+def _masked_scatter_cuda(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    from refimpl.cuda import _compact
+
+    shape = _masked_scatter_check(self, mask, source)
+    return _compact.masked_scatter(self, mask, source, shape)
+
+
 def _masked_scatter_backward(ctx, grad):
     from refimpl.ops.shape import cat
 
@@ -173,7 +200,8 @@ def _masked_scatter_backward(ctx, grad):
 
 
 masked_scatter = defop(
-    "masked_scatter", cpu=_masked_scatter_cpu, backward=_masked_scatter_backward,
+    "masked_scatter", cpu=_masked_scatter_cpu, cuda=_masked_scatter_cuda,
+    backward=_masked_scatter_backward,
     jvp=_masked_scatter_jvp,
     meta=lambda self, mask, source: TensorSpec(_masked_scatter_check(self, mask, source),
                                                self.dtype, self.device),
@@ -201,6 +229,13 @@ def _take_cpu(self: Tensor, index: Tensor) -> np.ndarray:
     return self._np.reshape(-1)[idx]
 
 
+def _take_cuda(self: Tensor, index: Tensor) -> Tensor:
+    from refimpl.cuda import _index_ops
+
+    _take_check(self, index)
+    return _index_ops.take(self, index)
+
+
 def _take_backward(ctx, grad):
     from refimpl.ops.indexing import index_put
 
@@ -210,7 +245,7 @@ def _take_backward(ctx, grad):
 
 
 take = defop(
-    "take", cpu=_take_cpu, backward=_take_backward,
+    "take", cpu=_take_cpu, cuda=_take_cuda, backward=_take_backward,
     meta=lambda self, index: _take_check(self, index) or TensorSpec(index._shape, self.dtype,
                                                                     self.device),
     jvp=lambda ctx, t, *_: None if t is None else t.take(ctx.args[1]),

@@ -342,6 +342,56 @@ def _index_reduce_inplace_cpu(self, dim, index, source, reduce, *, include_self=
     return _index_reduce_compute(self, dim, index, source, reduce, include_self, True)
 
 
+# -- CUDA kernels ---------------------------------------------------------------------------------
+
+def _scatter_reduce_cuda_compute(self, dim, index, src, reduce, include_self, inplace):
+    from refimpl.cuda import _index_ops
+
+    d = _scatter_reduce_check(self, dim, index, src)
+    _check_reduce_type("scatter_reduce", reduce)
+    if inplace:
+        check_overlap(self, index, src)
+    if reduce not in SCATTER_REDUCES:
+        raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    if self.dtype is D.bool_ and reduce == "mean":
+        raise NotImplementedError("\"scatter_gather_tensor_cuda_reduce_mean\" not implemented "
+                                  "for 'Bool'")
+    return _index_ops.reduce_into(self, d, index, src, reduce, include_self, "scatter")
+
+
+def _scatter_reduce_cuda(self, dim, index, src, reduce, *, include_self=True):
+    return _scatter_reduce_cuda_compute(self, dim, index, src, reduce, include_self, False)
+
+
+def _scatter_reduce_inplace_cuda(self, dim, index, src, reduce, *, include_self=True):
+    return _scatter_reduce_cuda_compute(self, dim, index, src, reduce, include_self, True)
+
+
+def _index_reduce_cuda_compute(self, dim, index, source, reduce, include_self, inplace):
+    from refimpl.cuda import _index_ops
+
+    d = _index_reduce_check(self, dim, index, source, reduce)
+    if inplace:
+        check_overlap(self, index, source)
+    if not _beta_warned:
+        _beta_warned.append(True)
+        warnings.warn("index_reduce() is in beta and the API may change at any time.",
+                      UserWarning, stacklevel=_user_stacklevel())
+    if self.dtype is D.bool_ or self.dtype.is_complex:
+        raise NotImplementedError(f"\"index_reduce_cuda\" not implemented for "
+                                  f"'{D.type_name(self.dtype)}'")
+    return _index_ops.reduce_into(self, d, index, source, reduce, include_self, "index")
+
+
+def _index_reduce_cuda(self, dim, index, source, reduce, *, include_self=True):
+    return _index_reduce_cuda_compute(self, dim, index, source, reduce, include_self, False)
+
+
+def _index_reduce_inplace_cuda(self, dim, index, source, reduce, *, include_self=True):
+    return _index_reduce_cuda_compute(self, dim, index, source, reduce, include_self, True)
+
+
 # -- derivatives ----------------------------------------------------------------------------------
 
 _PROD_GRADGRAD = ("{fn}(): Double backward is unsupported for {src} when >1 zeros in {src} are "
@@ -494,15 +544,16 @@ def _index_reduce_jvp(ctx, *tangents):
 
 # -- the ops ------------------------------------------------------------------------------------
 
-def _ops(name: str, meta, cpu, inplace_cpu, jvp) -> tuple:
+def _ops(name: str, meta, cpu, inplace_cpu, cuda, inplace_cuda, jvp) -> tuple:
     """The out-of-place op and its in-place form (whose kernel adds the overlap checks).
     Like torch, both save self, index, src and the result whatever needs a gradient."""
     ref: list = []
     backward = _make_backward(ref)
-    op = defop(name, meta=meta, cpu=cpu, backward=backward, jvp=jvp,
+    op = defop(name, meta=meta, cpu=cpu, cuda=cuda, backward=backward, jvp=jvp,
                saves=("inputs", "outputs"), extra={"method": False})
     ref.append(op)
-    base = OpDef(name, meta=meta, cpu=inplace_cpu, node=op.node, extra=op.extra)
+    base = OpDef(name, meta=meta, cpu=inplace_cpu, cuda=inplace_cuda, node=op.node,
+                 extra=op.extra)
     op_ = defop(name + "_", kind="inplace", base=base, meta=meta, backward=backward, jvp=jvp,
                 node=op.node, saves=op.saves, extra={"method": False})
     return op, op_
@@ -510,10 +561,10 @@ def _ops(name: str, meta, cpu, inplace_cpu, jvp) -> tuple:
 
 scatter_reduce_op, scatter_reduce_op_ = _ops(
     "scatter_reduce", _scatter_reduce_meta, _scatter_reduce_cpu, _scatter_reduce_inplace_cpu,
-    _scatter_reduce_jvp)
+    _scatter_reduce_cuda, _scatter_reduce_inplace_cuda, _scatter_reduce_jvp)
 index_reduce_op, index_reduce_op_ = _ops(
     "index_reduce", _index_reduce_meta, _index_reduce_cpu, _index_reduce_inplace_cpu,
-    _index_reduce_jvp)
+    _index_reduce_cuda, _index_reduce_inplace_cuda, _index_reduce_jvp)
 
 
 def _no_complex_autograd(fn: str, result: Tensor, out) -> None:

@@ -116,6 +116,13 @@ def _cat_cpu(tensors, dim: int = 0) -> np.ndarray:
     return np_result(np.concatenate(parts, axis=d), dtype)
 
 
+def _cat_cuda(tensors, dim: int = 0) -> Tensor:
+    from refimpl.cuda import _movement
+
+    shape, d = _cat_geometry(tensors, dim)
+    return _movement.cat(tensors, d, shape, _promote(tensors))
+
+
 def _cat_backward(ctx, grad):
     tensors = ctx.args[0]
     _, d = _cat_geometry(tensors, ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("dim", 0))
@@ -138,7 +145,8 @@ def _cat_jvp(ctx, tangents, *_):
     return cat_op(parts, ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("dim", 0))
 
 
-cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, backward=_cat_backward, jvp=_cat_jvp,
+cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_cat_backward,
+               jvp=_cat_jvp,
                saves=(), extra={"method": False})
 
 
@@ -175,6 +183,13 @@ def _stack_cpu(tensors, dim: int = 0) -> np.ndarray:
                               axis=d), spec.dtype)
 
 
+def _stack_cuda(tensors, dim: int = 0) -> Tensor:
+    from refimpl.cuda import _movement
+
+    spec = _stack_meta(tensors, dim)
+    return _movement.stack(tensors, wrap_dim(dim, tensors[0].dim() + 1), spec.shape, spec.dtype)
+
+
 def _stack_dim(ctx) -> int:
     dim = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("dim", 0)
     return wrap_dim(dim, len(ctx.args[0][0].shape) + 1)
@@ -188,7 +203,7 @@ def _stack_jvp(ctx, tangents, *_):
 
 
 stack = defop(
-    "stack", meta=_stack_meta, cpu=_stack_cpu, saves=(), jvp=_stack_jvp,
+    "stack", meta=_stack_meta, cpu=_stack_cpu, cuda=_stack_cuda, saves=(), jvp=_stack_jvp,
     backward=lambda ctx, g: ([_cast_grad(gi, x) for gi, x in
                               zip(g.unbind(_stack_dim(ctx)), ctx.args[0])],),
     extra={"method": False})
@@ -246,11 +261,17 @@ def _flip_cpu(self: Tensor, *dims) -> np.ndarray:
     return layout_like(np.flip(arr, axes) if arr.ndim else arr, self)
 
 
+def _flip_cuda(self: Tensor, *dims) -> Tensor:
+    from refimpl.cuda import _movement
+
+    return _movement.flip(self, _flip_dims(self, dims_args(dims)))
+
+
 flip = defop(
     "flip", meta=lambda self, *dims: TensorSpec(
         self._shape if _flip_dims(self, dims_args(dims)) is not None else (), self.dtype,
         self.device),
-    cpu=_flip_cpu, saves=(), backward=lambda ctx, g: (g.flip(dims_args(ctx.args[1:])),),
+    cpu=_flip_cpu, cuda=_flip_cuda, saves=(), backward=lambda ctx, g: (g.flip(dims_args(ctx.args[1:])),),
     jvp=lambda ctx, t, *_: None if t is None else t.flip(dims_args(ctx.args[1:])))
 
 
@@ -289,6 +310,13 @@ def _roll_cpu(self: Tensor, shifts, dims=None) -> np.ndarray:
     return np.roll(arr, shifts, dims)
 
 
+def _roll_cuda(self: Tensor, shifts, dims=None) -> Tensor:
+    from refimpl.cuda import _movement
+
+    shifts, dims = _roll_args(self, shifts, dims)
+    return _movement.roll(self, shifts, dims)
+
+
 def _roll_inverse(ctx) -> tuple:
     shifts = ctx.args[1]
     dims = ctx.args[2] if len(ctx.args) > 2 else ctx.kwargs.get("dims")
@@ -306,7 +334,7 @@ def _roll_jvp(ctx, t, *_):
 roll = defop(
     "roll", meta=lambda self, shifts, dims=None: TensorSpec(
         self._shape if _roll_args(self, shifts, dims) else (), self.dtype, self.device),
-    cpu=_roll_cpu, saves=(), backward=lambda ctx, g: (g.roll(*_roll_inverse(ctx)),),
+    cpu=_roll_cpu, cuda=_roll_cuda, saves=(), backward=lambda ctx, g: (g.roll(*_roll_inverse(ctx)),),
     jvp=_roll_jvp)
 
 
@@ -332,6 +360,13 @@ def _repeat_cpu(self: Tensor, *repeats) -> np.ndarray:
     return np.tile(arr, repeats)
 
 
+def _repeat_cuda(self: Tensor, *repeats) -> Tensor:
+    from refimpl.cuda import _movement
+
+    repeats = size_args(repeats, "repeat", "repeats")
+    return _movement.repeat(self, repeats, _repeat_shape(self, repeats))
+
+
 def _repeat_backward(ctx, grad):
     inp = ctx.args[0]
     repeats = size_args(ctx.args[1:], "repeat", "repeats")
@@ -348,7 +383,7 @@ def _repeat_backward(ctx, grad):
 repeat = defop(
     "repeat", meta=lambda self, *repeats: TensorSpec(
         _repeat_shape(self, size_args(repeats, "repeat", "repeats")), self.dtype, self.device),
-    cpu=_repeat_cpu, saves=(), backward=_repeat_backward,
+    cpu=_repeat_cpu, cuda=_repeat_cuda, saves=(), backward=_repeat_backward,
     jvp=lambda ctx, t, *_: None if t is None else t.repeat(*ctx.args[1:]))
 
 
@@ -367,6 +402,11 @@ def _repeats_to_indices(repeats: Tensor, output_size=None) -> Tensor:
     if repeats.dtype not in (D.int32, D.int64):
         raise NotImplementedError(
             f"\"repeat_interleave_cpu\" not implemented for '{D.type_name(repeats.dtype)}'")
+    if repeats.is_cuda:
+        # built on the device; refimpl does not check for negative counts on CUDA
+        from refimpl.cuda import _compact
+
+        return _compact.repeat_indices(repeats, output_size).to(repeats.dtype)
     counts = repeats._np
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
@@ -415,13 +455,18 @@ def _tri(name: str, fn):
     def cpu(self: Tensor, diagonal=0) -> np.ndarray:
         return fn(self._np, check(self, diagonal))
 
+    def cuda(self: Tensor, diagonal=0) -> Tensor:
+        from refimpl.cuda import _movement
+
+        return _movement.tri(self, check(self, diagonal), name == "tril")
+
     def k(ctx) -> int:
         return ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("diagonal", 0)
 
     return defop(
         name, meta=lambda self, diagonal=0: TensorSpec(
             self._shape if check(self, diagonal) is not None else (), self.dtype, self.device),
-        cpu=cpu, saves=(), backward=lambda ctx, g: (getattr(g, name)(k(ctx)),),
+        cpu=cpu, cuda=cuda, saves=(), backward=lambda ctx, g: (getattr(g, name)(k(ctx)),),
         jvp=lambda ctx, t, *_: None if t is None else getattr(t, name)(k(ctx)))
 
 
@@ -451,6 +496,14 @@ def _diag_embed_cpu(self: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -
     return out.reshape(shape)
 
 
+def _diag_embed_cuda(self: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    from refimpl.cuda import _movement
+
+    shape, d1, d2 = _diag_embed_geometry(self, offset, dim1, dim2)
+    spec = diagonal_geometry(shape, contiguous_strides(shape), 0, offset, d1, d2)
+    return _movement.diag_embed(self, shape, spec)
+
+
 def _diag_embed_args(ctx) -> tuple:
     names, defaults = ("offset", "dim1", "dim2"), (0, -2, -1)
     return tuple(ctx.args[i + 1] if len(ctx.args) > i + 1 else ctx.kwargs.get(n, dflt)
@@ -460,7 +513,7 @@ def _diag_embed_args(ctx) -> tuple:
 diag_embed = defop(
     "diag_embed", meta=lambda self, offset=0, dim1=-2, dim2=-1: TensorSpec(
         _diag_embed_geometry(self, offset, dim1, dim2)[0], self.dtype, self.device),
-    cpu=_diag_embed_cpu, saves=(),
+    cpu=_diag_embed_cpu, cuda=_diag_embed_cuda, saves=(),
     backward=lambda ctx, g: (g.diagonal(*_diag_embed_args(ctx)),),
     jvp=lambda ctx, t, *_: None if t is None else diag_embed(t, *_diag_embed_args(ctx)))
 
@@ -471,11 +524,18 @@ def _diagonal_copy_cpu(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int =
     return np.array(view._np, copy=True, order="C")
 
 
+def _diagonal_copy_cuda(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    from refimpl.cuda import _movement
+
+    spec = diagonal_geometry(self._shape, self._stride, self._offset, offset, dim1, dim2)
+    return _movement.copy_view(self, spec)
+
+
 diagonal_copy = defop(
     "diagonal_copy", meta=lambda self, offset=0, dim1=0, dim2=1: TensorSpec(
         diagonal_geometry(self._shape, self._stride, 0, offset, dim1, dim2).shape, self.dtype,
         self.device),
-    cpu=_diagonal_copy_cpu, saves=(), node="DiagonalBackward0_copy",
+    cpu=_diagonal_copy_cpu, cuda=_diagonal_copy_cuda, saves=(), node="DiagonalBackward0_copy",
     backward=lambda ctx, g: (diagonal_backward(g, ctx.args[0].shape, *ctx.args[1:4]),),
     jvp=lambda ctx, t, *_: None if t is None else diagonal_copy(t, *ctx.args[1:4]),
     extra={"method": False})

@@ -129,6 +129,18 @@ def _scatter_view(grad: Tensor, sizes, spec: ViewSpec, accumulate: bool) -> np.n
     return np_result(flat.reshape(tuple(sizes)), grad.dtype)
 
 
+def _scatter_view_cuda(geometry, accumulate: bool = False):
+    """The CUDA kernel of a view's backward op: ``geometry(contiguous geometry, *args)``
+    gives the view the gradient is written (or summed) through."""
+    def kernel(grad: Tensor, sizes, *args) -> Tensor:
+        from refimpl.cuda import _movement
+
+        spec = geometry(*_contiguous_geom(sizes), *args)
+        return _movement.scatter_view(grad, sizes, spec, accumulate)
+
+    return kernel
+
+
 def _grad_meta(grad: Tensor, sizes, *_, **__) -> TensorSpec:
     return TensorSpec(tuple(sizes), grad.dtype, grad.device)
 
@@ -147,6 +159,8 @@ def _select_backward_cpu(grad: Tensor, sizes, dim: int, index: int) -> np.ndarra
 
 select_backward = defop(
     "select_backward", meta=_grad_meta, cpu=_select_backward_cpu, saves=(),
+    cuda=_scatter_view_cuda(lambda sh, st, off, dim, index: select_geometry(
+        sh, st, off, dim, _index(index))),
     backward=lambda ctx, g: (g.select(ctx.args[2], ctx.args[3]),),
     jvp=lambda ctx, t, *_: select_backward(t, *ctx.args[1:]), extra={"method": False})
 
@@ -168,6 +182,7 @@ def _slice_backward_cpu(grad: Tensor, sizes, dim: int, start, end, step: int) ->
 
 slice_backward = defop(
     "slice_backward", meta=_grad_meta, cpu=_slice_backward_cpu, saves=(),
+    cuda=_scatter_view_cuda(slice_geometry),
     backward=lambda ctx, g: (slice_op(g, *ctx.args[2:6]),),
     jvp=lambda ctx, t, *_: slice_backward(t, *ctx.args[1:]), extra={"method": False})
 
@@ -474,6 +489,7 @@ def _diagonal_backward_cpu(grad: Tensor, sizes, offset: int, dim1: int, dim2: in
 
 diagonal_backward = defop(
     "diagonal_backward", meta=_grad_meta, cpu=_diagonal_backward_cpu, saves=(),
+    cuda=_scatter_view_cuda(diagonal_geometry),
     backward=lambda ctx, g: (g.diagonal(*ctx.args[2:5]),),
     jvp=lambda ctx, t, *_: diagonal_backward(t, *ctx.args[1:]), extra={"method": False})
 
@@ -529,6 +545,12 @@ def _as_strided_backward_cpu(grad: Tensor, in_geom, size, stride, offset) -> np.
     return np_result(flat[in_pos - lo], grad.dtype)
 
 
+def _cuda_movement():
+    from refimpl.cuda import _movement
+
+    return _movement
+
+
 def _as_strided_double_backward(ctx, g):
     # exact for a non-overlapping contiguous input, the common case
     in_offset = ctx.args[1][2]
@@ -540,6 +562,7 @@ as_strided_backward = defop(
     "as_strided_backward", meta=lambda g, in_geom, *a: TensorSpec(tuple(in_geom[0]), g.dtype,
                                                                   g.device),
     cpu=_as_strided_backward_cpu, saves=(), backward=_as_strided_double_backward,
+    cuda=lambda *args: _cuda_movement().as_strided_backward(*args),
     jvp=lambda ctx, t, *_: as_strided_backward(t, *ctx.args[1:]), extra={"method": False})
 
 
@@ -570,6 +593,7 @@ def _unfold_backward_cpu(grad: Tensor, sizes, dim: int, size: int, step: int) ->
 
 unfold_backward = defop(
     "unfold_backward", meta=_grad_meta, cpu=_unfold_backward_cpu, saves=(),
+    cuda=_scatter_view_cuda(unfold_geometry, accumulate=True),
     backward=lambda ctx, g: (g.unfold(*ctx.args[2:5]),),
     jvp=lambda ctx, t, *_: unfold_backward(t, *ctx.args[1:]), extra={"method": False})
 

@@ -85,12 +85,26 @@ def _sort_cpu(input, dim=-1, descending=False, *, stable=False) -> tuple:
             order.reshape(input._shape))
 
 
+def _cuda_sort():
+    from refimpl.cuda import _sort as cuda_sort
+
+    return cuda_sort
+
+
+def _sort_cuda(input, dim=-1, descending=False, *, stable=False) -> tuple:
+    d = wrap_dim(dim, input.dim())
+    if input.dtype.is_complex:
+        raise RuntimeError(" Sort does not support complex dtypes on CUDA")
+    values, indices = _cuda_sort().sort(input, d if input.dim() else 0, bool(descending))
+    return values, indices
+
+
 def _sort_meta(input, dim=-1, descending=False, *, stable=False) -> tuple:
     wrap_dim(dim, input.dim())
     return _values_indices_meta(input._shape, input)
 
 
-_sort = defop("sort", meta=_sort_meta, cpu=_sort_cpu,
+_sort = defop("sort", meta=_sort_meta, cpu=_sort_cpu, cuda=_sort_cuda,
               backward=_selected_backward(lambda ctx: _arg(ctx, 1, "dim", -1)),
               jvp=_selected_jvp(lambda ctx: _arg(ctx, 1, "dim", -1)), diff_outputs=(0,),
               saves=("outputs",), extra={"method": False})
@@ -143,7 +157,14 @@ def _topk_cpu(input, k, dim=-1, largest=True, sorted=True) -> tuple:
     return np_result(_pick_along(arr, order, d), input.dtype), order
 
 
-_topk = defop("topk", meta=_topk_meta, cpu=_topk_cpu,
+def _topk_cuda(input, k, dim=-1, largest=True, sorted=True) -> tuple:
+    d = _topk_check(input, k, dim)
+    if input.dtype.is_complex:
+        raise RuntimeError(" topk does not support complex dtypes on CUDA")
+    return _cuda_sort().topk(input, k, d if input.dim() else 0, bool(largest))
+
+
+_topk = defop("topk", meta=_topk_meta, cpu=_topk_cpu, cuda=_topk_cuda,
               backward=_selected_backward(lambda ctx: _arg(ctx, 2, "dim", -1)),
               jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1)), diff_outputs=(0,),
               saves=("outputs",), extra={"method": False})
@@ -174,6 +195,16 @@ def _kth_cpu(input, k, dim=-1, keepdim=False) -> tuple:
     return _finish_selection(input, arr, idx, d, keepdim)
 
 
+def _kth_cuda(input, k, dim=-1, keepdim=False) -> tuple:
+    d = wrap_dim(dim, input.dim())
+    size = input._shape[d] if input.dim() else 1
+    if not 1 <= k <= size:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if input.dtype is D.bool_ or input.dtype.is_complex:
+        raise not_implemented("kthvalue_cuda", input)
+    return _cuda_sort().select(input, d, keepdim, k=k - 1)
+
+
 def _finish_selection(input: Tensor, arr: np.ndarray, idx: np.ndarray, d: int,
                       keepdim: bool) -> tuple:
     """(values, indices) of one picked element per slice along ``d`` (kept as size 1)."""
@@ -185,7 +216,7 @@ def _finish_selection(input: Tensor, arr: np.ndarray, idx: np.ndarray, d: int,
     return np_result(values, input.dtype), np_result(idx, D.int64)
 
 
-_kthvalue = defop("kthvalue", meta=_kth_meta, cpu=_kth_cpu,
+_kthvalue = defop("kthvalue", meta=_kth_meta, cpu=_kth_cpu, cuda=_kth_cuda,
                   backward=_selected_backward(lambda ctx: _arg(ctx, 2, "dim", -1),
                                               lambda ctx: _arg(ctx, 3, "keepdim", False)),
                   jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1),
@@ -242,6 +273,27 @@ def _median_dim_cpu(name: str, ignore_nan: bool):
     return kernel
 
 
+def _median_full_cuda(ignore_nan: bool):
+    def kernel(input) -> Tensor:
+        _median_check("median", input)
+        if input.numel() == 0:
+            from refimpl.ops.factories import full
+
+            return full((), float("nan"), dtype=input.dtype, device=input.device)
+        return _cuda_sort().select(input.reshape(-1), 0, False, how=2 if ignore_nan else 1)[0]
+    return kernel
+
+
+def _median_dim_cuda(name: str, ignore_nan: bool):
+    def kernel(input, dim, keepdim=False) -> tuple:
+        axes = reduce_dims(input, dim)
+        _median_check(name, input)
+        check_nonempty("median", input, axes, False)
+        d = axes[0] if axes else 0
+        return _cuda_sort().select(input, d, keepdim, how=2 if ignore_nan else 1)
+    return kernel
+
+
 def _evenly_backward(ctx, grad):
     x, value = ctx.args[0], ctx.outputs[0]
     mask = tie_mask(x, value, nan_ties=True)
@@ -263,9 +315,11 @@ def _keepdim_of(ctx):
 
 def _declare_median(name: str, ignore_nan: bool):
     full = defop(name, meta=lambda input: TensorSpec((), input.dtype, input.device),
-                 cpu=_median_full_cpu(ignore_nan), backward=_evenly_backward, jvp=_evenly_jvp,
+                 cpu=_median_full_cpu(ignore_nan), cuda=_median_full_cuda(ignore_nan),
+                 backward=_evenly_backward, jvp=_evenly_jvp,
                  saves=("inputs", "outputs"), extra={"method": False})
     with_dim = defop(f"{name}.dim", meta=_kth_meta_dim, cpu=_median_dim_cpu(name, ignore_nan),
+                     cuda=_median_dim_cuda(name, ignore_nan),
                      backward=_selected_backward(_dim_of, _keepdim_of),
                      jvp=_selected_jvp(_dim_of, _keepdim_of), diff_outputs=(0,),
                      node=f"{name.title()}Backward1", saves=("outputs",),
@@ -316,8 +370,16 @@ def _mode_cpu(input, dim=-1, keepdim=False) -> tuple:
     return _finish_selection(input, arr, idx, d, keepdim)
 
 
+def _mode_cuda(input, dim=-1, keepdim=False) -> tuple:
+    axes = reduce_dims(input, dim)
+    if input.dtype.is_complex:
+        raise not_implemented("mode_cuda", input)
+    check_nonempty("mode", input, axes, False)
+    return _cuda_sort().select(input, axes[0] if axes else 0, keepdim, how=-1)
+
+
 _mode = defop("mode", meta=lambda input, dim=-1, keepdim=False: _kth_meta(input, 1, dim, keepdim),
-              cpu=_mode_cpu, backward=_selected_backward(_dim_of, _keepdim_of),
+              cpu=_mode_cpu, cuda=_mode_cuda, backward=_selected_backward(_dim_of, _keepdim_of),
               jvp=_selected_jvp(_dim_of, _keepdim_of), diff_outputs=(0,),
               saves=("outputs",), extra={"method": False})
 
@@ -388,6 +450,16 @@ def _unique_cpu(consecutive: bool):
     return kernel
 
 
+def _unique_cuda(consecutive: bool):
+    def kernel(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        if input.dtype.is_complex:
+            raise not_implemented("unique", input)
+        if dim is not None:
+            raise NotImplementedError("refimpl has no CUDA kernel for unique along a dim")
+        return _cuda_sort().unique(input, consecutive)
+    return kernel
+
+
 def _no_derivative(name: str):
     def backward(ctx, *grads):
         raise NotImplementedError(f"the derivative for '{name}' is not implemented.")
@@ -395,10 +467,12 @@ def _no_derivative(name: str):
 
 
 _unique2 = defop("_unique2", meta=_no_meta("unique"), cpu=_unique_cpu(False),
+                 cuda=_unique_cuda(False),
                  backward=_no_derivative("_unique2"), diff_outputs=(0,),
                  node="Unique2Backward0", extra={"method": False})
 _unique_consecutive = defop(
     "unique_consecutive", meta=_no_meta("unique_consecutive"), cpu=_unique_cpu(True),
+    cuda=_unique_cuda(True),
     backward=_no_derivative("unique_consecutive"), diff_outputs=(0,), extra={"method": False})
 
 
@@ -485,6 +559,39 @@ def _searchsorted_cpu(sorted_sequence, input, *, out_int32=False, right=False, s
     return r.astype(np.int32 if out_int32 else np.int64)
 
 
+def _searchsorted_cuda(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                       sorter=None) -> Tensor:
+    seq = sorted_sequence
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError("torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to "
+                               "opposites, got side of left while right was True")
+        right = side == "right"
+    if seq.dim() == 0:
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive "
+                           "dimension, but got 0 dimension")
+    if not isinstance(input, Tensor):
+        from refimpl.ops.factories import full
+
+        input = full((), input, device=seq.device)
+    if seq.dim() > 1 and seq._shape[:-1] != input._shape[:-1]:
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+            "dimensions of boundaries tensor and input value tensor must match, but we got "
+            f"boundaries tensor {list(seq._shape)} and input value tensor {list(input._shape)}")
+    for t in (seq, input):
+        if t.dtype is D.bool_ or t.dtype.is_complex:
+            raise not_implemented("searchsorted_cuda", t)
+    if sorter is not None and sorter._shape != seq._shape:
+        raise RuntimeError(
+            "torch.searchsorted(): boundary and sorter must have the same size, but got "
+            f"boundary tensor {list(seq._shape)}and got sorter tensor {list(sorter._shape)}")
+    return _cuda_sort().searchsorted(seq, input, right, sorter, out_int32)
+
+
 def _searchsorted_meta(sorted_sequence, input, *, out_int32=False, right=False, side=None,
                        sorter=None) -> TensorSpec:
     shape = input._shape if isinstance(input, Tensor) else ()
@@ -492,6 +599,7 @@ def _searchsorted_meta(sorted_sequence, input, *, out_int32=False, right=False, 
 
 
 searchsorted = defop("searchsorted", meta=_searchsorted_meta, cpu=_searchsorted_cpu,
+                     cuda=_searchsorted_cuda,
                      differentiable=False, extra={"method": False})
 
 
@@ -525,8 +633,25 @@ def _histc_cpu(input, bins=100, min=0, max=0) -> np.ndarray:
     return np_result(np.bincount(pos, minlength=bins).astype(np.float64), input.dtype)
 
 
+def _histc_cuda(input, bins=100, min=0, max=0) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise not_implemented("histogram_cuda", input)
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if max < min:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    lo, hi = float(min), float(max)
+    if lo == hi and input.numel():
+        # the data's range: two reductions and a synchronization, as in torch
+        lo, hi = float(input.min().item()), float(input.max().item())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    return _cuda_sort().histc(input, bins, lo, hi)
+
+
 histc = defop("histc", meta=lambda input, bins=100, min=0, max=0: TensorSpec(
-    (bins,), input.dtype, input.device), cpu=_histc_cpu, differentiable=False)
+    (bins,), input.dtype, input.device), cpu=_histc_cpu, cuda=_histc_cuda,
+    differentiable=False)
 
 __all__ = ["argsort", "bucketize", "histc", "kthvalue", "median", "mode", "msort", "nanmedian",
            "searchsorted", "sort", "topk", "unique", "unique_consecutive"]
