@@ -194,17 +194,20 @@ class _Plan:
         tensor_ops = [i for i, s in enumerate(sig) if s is not None]
         self.tensor_ops = tensor_ops
         self.nptr = len(tensor_ops) + 1  # the output is pointer 0
-        fields = [_Field("o_", f"{_TYPES[out.name][0]}* o_;", "Q", 8)]
+        fields = [_Field("o_", f"{_TYPES[out.name][0]}* o_;", "Q", 8),
+                  _Field("n_", "i64 n_;", "q", 8)]
         for i in tensor_ops:
             fields.append(_Field(f"p{i}_", f"const {_TYPES[sig[i].name][0]}* p{i}_;", "Q", 8))
-        fields.append(_Field("n_", "i64 n_;", "q", 8))
         for i, s in enumerate(sig):
             if s is None:
                 fields.append(_scalar_field(f"s{i}_", compute[i]))
         for pname, pdt in zip(kernel.params, params):
             fields.append(_scalar_field(pname, pdt))
+        canonical = [f.name for f in fields]
         fields.sort(key=lambda f: -f.align)  # no interior padding
-        self.order = [f.name for f in fields]
+        order = [f.name for f in fields]
+        # the call packs values in canonical order; perm maps them to the struct order
+        self.perm = None if order == canonical else [canonical.index(n) for n in order]
         size = sum(struct.calcsize(f.code) for f in fields)
         align = max(f.align for f in fields)
         self.head_size = -(-size // align) * align
@@ -371,10 +374,15 @@ class Elementwise:
         tensor of the broadcast shape, any dtype) is written in place; it must not
         partially overlap an input.
         """
-        n_in = len(inputs)
         if compute is None:
-            compute = (out_dtype,) * n_in
-        elif isinstance(compute, D.dtype):
+            compute = out_dtype
+        return self.run(inputs, out_dtype, compute, tuple(params), shape, out)
+
+    def run(self, inputs: Sequence, out_dtype: D.dtype, compute, params: tuple,
+            shape: tuple | None, out: Tensor | None) -> Tensor:
+        """``__call__`` with positional arguments (the per-op hot path)."""
+        n_in = len(inputs)
+        if type(compute) is D.dtype:
             compute = (compute,) * n_in
         else:
             compute = tuple(compute)
@@ -402,19 +410,11 @@ class Elementwise:
             raise RuntimeError(f"{self.name}: no CUDA tensor among the operands")
         if shape is None:
             shape = broadcast_shape([t._shape for t in tensors])
-        pdts = tuple(p[1] for p in params)
+        pdts = tuple([p[1] for p in params]) if params else ()
         key = (tuple(sig), compute, out_dtype, pdts)
         plan = self.plans.get(key)
         if plan is None:
-            with self._lock:
-                plan = self.plans.get(key)
-                if plan is None:
-                    for dt in (*compute, out_dtype, *pdts, *(s for s in sig if s)):
-                        if dt.name not in _TYPES:
-                            raise NotImplementedError(
-                                f"refimpl has no CUDA kernel for '{self.name}' on {dt}")
-                    plan = _Plan(self, tuple(sig), compute, out_dtype, pdts)
-                    self.plans[key] = plan
+            plan = self._new_plan(key)
         if out is None:
             out = Tensor._empty(shape, out_dtype, dev)
             ostride = out._stride
@@ -431,32 +431,57 @@ class Elementwise:
                 if t._shape != shape or t._stride != ostride:
                     contiguous = False
                     break
-        values = {"o_": out._storage._data.ptr + out._offset * out.dtype.itemsize, "n_": n}
-        for i, t in zip(plan.tensor_ops, tensors):
-            values[f"p{i}_"] = t._storage._data.ptr + t._offset * t.dtype.itemsize
-        for i, x in enumerate(inputs):
-            if sig[i] is None:
-                values[f"s{i}_"] = _scalar_bytes(x, compute[i])
-        for pname, (pval, pdt) in zip(self.params, params):
-            values[pname] = _scalar_bytes(pval, pdt)
-        head, meta, p1, p2, _, _ = plan.buffers_for_thread()
-        plan.head.pack_into(head, 0, *[values[f] for f in plan.order])
-        fns = plan.function_handles(index)
+        ptrs = [out._storage._data.ptr + out._offset * out.dtype.itemsize]
+        for t in tensors:
+            ptrs.append(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+        values = [ptrs[0], n, *ptrs[1:]]
+        if len(tensors) != n_in:
+            for i, x in enumerate(inputs):
+                if sig[i] is None:
+                    values.append(_scalar_bytes(x, compute[i]))
+        for pval, pdt in params:
+            values.append(_scalar_bytes(pval, pdt))
+        bufs = plan.buffers.get(threading.get_ident())
+        if bufs is None:
+            bufs = plan.buffers_for_thread()
+        perm = plan.perm
+        plan.head.pack_into(bufs[0], 0, *(values if perm is None else [values[j] for j in perm]))
+        fns = plan.functions.get(index)
+        if fns is None:
+            fns = plan.function_handles(index)
         stream = streams.current_stream_handle(index)
         if contiguous:
             vec = plan.vec
-            aligned = n >= vec and all(
-                values[f] % b == 0 for f, b in zip(("o_", *(f"p{i}_" for i in plan.tensor_ops)),
-                                                   plan.vec_bytes))
-            if aligned and vec > 1:
-                grid = min(-(-(n // vec) // _BLOCK), 1 << 30)
-                _driver.launch_1d(index, fns[0], grid, _BLOCK, p1, stream)
+            if vec > 1 and n >= vec:
+                for p, b in zip(ptrs, plan.vec_bytes):
+                    if p % b:
+                        vec = 1
+                        break
             else:
-                grid = min(-(-n // _BLOCK), 1 << 30)
-                _driver.launch_1d(index, fns[1], grid, _BLOCK, p1, stream)
+                vec = 1
+            if vec > 1:
+                _driver.launch_1d(index, fns[0], min(-(-(n // vec) // _BLOCK), 1 << 30), _BLOCK,
+                                  bufs[2], stream)
+            else:
+                _driver.launch_1d(index, fns[1], min(-(-n // _BLOCK), 1 << 30), _BLOCK,
+                                  bufs[2], stream)
             return out
-        self._launch_strided(plan, fns, index, stream, out, tensors, shape, n, meta, p2)
+        self._launch_strided(plan, fns, index, stream, out, tensors, shape, n, bufs[1],
+                             bufs[3])
         return out
+
+    def _new_plan(self, key: tuple) -> _Plan:
+        sig, compute, out_dtype, pdts = key
+        with self._lock:
+            plan = self.plans.get(key)
+            if plan is None:
+                for dt in (*compute, out_dtype, *pdts, *(s for s in sig if s)):
+                    if dt.name not in _TYPES:
+                        raise NotImplementedError(
+                            f"refimpl has no CUDA kernel for '{self.name}' on {dt}")
+                plan = _Plan(self, sig, compute, out_dtype, pdts)
+                self.plans[key] = plan
+        return plan
 
     def _launch_strided(self, plan: _Plan, fns, index: int, stream: int, out: Tensor,
                         tensors: list, shape: tuple, n: int, meta, params: int) -> None:
@@ -504,8 +529,8 @@ def pointwise(expr: str, inputs: Sequence, out_dtype: D.dtype, *,
     k = _kernels.get(key)
     if k is None:
         k = _kernels.setdefault(key, Elementwise(expr, name, names))
-    return k(inputs, out_dtype, compute=compute,
-             params=tuple(params.values()) if params else (), shape=shape, out=out)
+    return k.run(inputs, out_dtype, out_dtype if compute is None else compute,
+                 tuple(params.values()) if params else (), shape, out)
 
 
 def is_cuda_tensor(x) -> bool:

@@ -238,10 +238,16 @@ template<class T> DI T r_logaddexp2(T a, T b) {
   if (isinf(a) && a == b) return a;
   T m = a > b ? a : b; if (m != m || (b != b)) return a + b;
   return m + log1p(exp2(-fabs(a - b))) / (T)0.693147180559945309417; }
-template<class T> DI T r_heaviside(T x, T v) { return x == 0 ? v : (T)(x > 0); }
-template<class T> DI T r_frac(T v) { return v - r_trunc(v); }
 template<class T> DI T r_nan_to_num(T v, T nan, T posinf, T neginf) {
   return v != v ? nan : (v == (T)INFINITY ? posinf : (v == -(T)INFINITY ? neginf : v)); }
+template<class T> DI cplx<T> r_logaddexp(cplx<T> a, cplx<T> b) {
+  cplx<T> hi = a.re >= b.re ? a : b, lo = a.re >= b.re ? b : a;
+  if (isinf(hi.re) && hi == lo) return hi;
+  return hi + log1p(exp(lo - hi)); }
+template<class T> DI cplx<T> r_nan_to_num(cplx<T> v, T nan, T posinf, T neginf) {
+  return mk(r_nan_to_num(v.re, nan, posinf, neginf), r_nan_to_num(v.im, nan, posinf, neginf)); }
+template<class T> DI T r_heaviside(T x, T v) { return x == 0 ? v : (T)(x > 0); }
+template<class T> DI T r_frac(T v) { return v - r_trunc(v); }
 template<class T> DI T r_logit(T x, T eps, bool has_eps) {
   if (has_eps) { T hi = 1 - eps; x = x < eps ? eps : (x > hi ? hi : x); }
   return log(x / (1 - x)); }

@@ -215,11 +215,20 @@ def no_cuda_complex(name: str, dtype: D.dtype) -> NotImplementedError:
     return NotImplementedError(f"refimpl has no CUDA kernel for '{name}' on {dtype}")
 
 
+_KERNELS: dict = {}
+
+
 def run_cuda(expr, inputs, out_dtype: D.dtype, compute, params=None, shape=None, out=None,
              name: str = "pointwise"):
-    """Run one CUDA expression (see ``refimpl.cuda._pointwise.pointwise``)."""
-    return generator().pointwise(expr, inputs, out_dtype, compute=compute, params=params,
-                                 shape=shape, out=out, name=name)
+    """Run one CUDA expression (see ``refimpl.cuda._pointwise.pointwise``); the kernel
+    object of each (expression, parameter names) is kept, with its launch plans."""
+    key = expr if params is None else (expr, *params)
+    k = _KERNELS.get(key)
+    if k is None:
+        k = _KERNELS.setdefault(key, generator().Elementwise(
+            expr, name, () if params is None else tuple(params)))
+    return k.run(inputs, out_dtype, compute, () if params is None else tuple(params.values()),
+                 shape, out)
 
 
 def cuda_expr(spec, dtype: D.dtype, args: tuple, kwargs: dict) -> tuple:
@@ -324,7 +333,7 @@ class Unary:
             raise not_implemented_cuda(self.kernel or self.name, dtype)
         if dtype.category == 3 and not self.cuda_complex:
             raise no_cuda_complex(self.name, dtype)
-        expr, params = cuda_expr(self.cuda_spec, dtype, args, kwargs)
+        expr, params = cuda_expr(self.cuda_spec, dtype, (x, *args), kwargs)
         return run_cuda(expr, (x,), out, dtype, params, x._shape, into, self.name)
 
 
@@ -405,8 +414,7 @@ class Binary:
             shape, dtype = a._shape, a.dtype
             if self.result == "float" and dtype.category < 2:
                 dtype = D.get_default_dtype()
-            if self.post is not None:
-                self.post(dtype, a, b)
+            # (``post`` checks keyword arguments and scalars: nothing to check here)
             out = D.bool_ if self.result == "bool" else dtype
         else:
             shape, dtype, out = self.prepare(a, b, kwargs)

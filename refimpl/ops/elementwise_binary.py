@@ -144,7 +144,7 @@ def _logaddexp(x, y):
 
 _lae_bw, _lae_jvp = _grads(lambda a, b, y: (1 + (b - a).exp()).reciprocal(),
                            lambda a, b, y: (1 + (a - b).exp()).reciprocal())
-logaddexp, _ = _binary("logaddexp", _logaddexp, "r_logaddexp(a, b)", allow=INEXACT, kernel="logaddexp_cpu",
+logaddexp, _ = _binary("logaddexp", _logaddexp, "r_logaddexp(a, b)", allow=INEXACT, cplx=True, kernel="logaddexp_cpu",
                        pre=_tensor_other("logaddexp"), backward=_lae_bw, jvp=_lae_jvp,
                        with_inplace=False)
 _lae2_bw, _lae2_jvp = _grads(lambda a, b, y: (1 + pow_scalar(2.0, b - a)).reciprocal(),

@@ -109,9 +109,9 @@ sin, sin_ = _unary("sin", np.sin, cuda="sin(a)", cplx=True, grad=lambda x, y: x.
 cos, cos_ = _unary("cos", np.cos, cuda="cos(a)", cplx=True, grad=lambda x, y: -x.sin())
 tan, tan_ = _unary("tan", np.tan, cuda="tan(a)", cplx=True,
                    grad=lambda x, y: y * y + 1, saves=("outputs",))
-asin, asin_ = _unary("asin", np.arcsin, cuda="asin(a)", cplx=True,
+asin, asin_ = _unary("asin", np.arcsin, cuda="asin(a)",
                      grad=lambda x, y: (1 - x * x).rsqrt())
-acos, acos_ = _unary("acos", np.arccos, cuda="acos(a)", cplx=True,
+acos, acos_ = _unary("acos", np.arccos, cuda="acos(a)",
                      grad=lambda x, y: -(1 - x * x).rsqrt())
 atan, atan_ = _unary("atan", np.arctan, cuda="atan(a)", cplx=True,
                      grad=lambda x, y: (x * x + 1).reciprocal())
@@ -415,15 +415,17 @@ class _NanToNum(Unary):
 def _nan_to_num_cuda(dtype, x, nan=0.0, posinf=None, neginf=None):
     if dtype.category < 2:
         return "a", None
-    info = ml_dtypes.finfo(dtype.np)
-    bound = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
+    real = dtype.to_real()
+    info = ml_dtypes.finfo(real.np)
+    bound = D.float32 if real in (D.float16, D.bfloat16) else real
     return "r_nan_to_num(a, nan_, pos_, neg_)", {
         "nan_": (0.0 if nan is None else nan, bound),
         "pos_": (float(info.max) if posinf is None else posinf, bound),
         "neg_": (float(info.min) if neginf is None else neginf, bound)}
 
 
-_nan_impl = _NanToNum(_nan_to_num, result="same", cuda=_nan_to_num_cuda, name="nan_to_num")
+_nan_impl = _NanToNum(_nan_to_num, result="same", cuda=_nan_to_num_cuda, cuda_complex=True,
+                      name="nan_to_num")
 nan_to_num = defop("nan_to_num", meta=_nan_impl.meta, cpu=_nan_impl.cpu,
                    backward=lambda ctx, g: (g * ctx.args[0].isfinite(),),
                    jvp=lambda ctx, t: t * ctx.args[0].isfinite(), **cuda_fields(_nan_impl))
