@@ -8,8 +8,9 @@ a total order: keys first (NaN above every number, so last ascending and first
 descending, as torch), then the original index, so equal keys keep their order: the
 sort is stable in both directions. Padding sorts after everything.
 
-``mode`` takes the largest of equally frequent values, as torch's CUDA kernel does (its
-CPU kernel takes the smallest), with the index of its last occurrence in sorted order.
+``mode`` takes the smallest of equally frequent values, as refimpl's CPU kernel (torch's
+CUDA kernel leaves that choice unspecified), with the index of its last occurrence in
+sorted order.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ extern "C" __global__ void pick(const T* keys, const long long* idx, long long r
         if (v != v) hi = mid; else lo = mid + 1; }
       if (how == 1) pos = lo < n ? lo : (n - 1) / 2;
       else pos = lo > 0 ? (lo - 1) / 2 : 0; }
-    if (how < 0) {  /* mode: the longest run, the largest value among equal runs */
+    if (how < 0) {  /* mode: the longest run, the smallest value among equal runs */
       long long best = 0, best_len = 0, start = 0;
       for (long long j = 1; j <= n; ++j) {
         if (j == n || ld(row[j]) != ld(row[start])) {
-          if (j - start >= best_len) { best_len = j - start; best = j - 1; }
+          if (j - start > best_len) { best_len = j - start; best = j - 1; }
           start = j; } }
       pos = best; }
     vals[r] = row[pos]; out[r] = idx[r * p + pos]; } }
