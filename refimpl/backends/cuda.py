@@ -1,4 +1,4 @@
-"""``refimpl.backends.cuda``: the matmul flags (cuBLAS's, in torch)."""
+"""``refimpl.backends.cuda``: the matmul flags, read by refimpl's cuBLAS products."""
 
 from __future__ import annotations
 

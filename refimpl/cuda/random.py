@@ -2,6 +2,9 @@
 
 They use the same counter-based Philox4x32-10 stream as the CPU generator
 (``refimpl._random``), so a (seed, offset) pair names the same numbers on both sides.
+Draws on a CUDA device run as kernels on that device (``_random_kernels``), each
+launch reserving its counter blocks with ``Generator.philox_cuda_state``; the state
+(``get_rng_state``: seed and offset, 16 bytes) therefore replays a run exactly.
 Seeding before CUDA is initialised is queued, as torch does: only the latest
 ``manual_seed`` and the latest ``manual_seed_all`` are kept and replayed at init.
 """
