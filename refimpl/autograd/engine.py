@@ -172,25 +172,16 @@ class GraphTask:
             node = pop(heap)[2]
             inputs = buffers.pop(node, None) if node is not root else []
             stream = node._stream  # None unless the node's forward ran on a CUDA device
-            if needed is not None:
-                is_needed = needed.get(node, False)
-                if not is_needed and node._has_tensor_hooks():
-                    inputs = node._call_tensor_pre_hooks(inputs)
-                caps = captures.get(node)
-                if caps:
-                    for nr, idx in caps:
-                        self.captured[idx] = inputs[nr]
-                    if stream is not None:
-                        leaf_streams.add(stream)
-                if not is_needed:
-                    continue
             if stream is None:
-                outputs = self._call(node, inputs)
+                outputs = self._evaluate(node, inputs)
             else:
+                # hooks, captures and the node itself run on the forward's stream
                 with _streams.on_stream(stream):
-                    outputs = self._call(node, inputs)
-                if not node._next:
+                    outputs = self._evaluate(node, inputs)
+                if not node._next or captures.get(node):
                     leaf_streams.add(stream)
+            if outputs is None:  # only captured (grad() inputs), not run
+                continue
             if not keep_graph:
                 node._release()
             for edge, grad in zip(node._next, outputs):
@@ -221,6 +212,22 @@ class GraphTask:
         while self.callbacks:
             self.callbacks.pop(0)()
 
+
+    def _evaluate(self, node: GraphNode, inputs: list) -> list | None:
+        """Run one node: when only some nodes are needed (``grad()``), call the tensor
+        hooks of the others and capture the gradients asked for; None if it must not run."""
+        needed = self.needed
+        if needed is not None:
+            is_needed = needed.get(node, False)
+            if not is_needed and node._has_tensor_hooks():
+                inputs = node._call_tensor_pre_hooks(inputs)
+            caps = self.captures.get(node)
+            if caps:
+                for nr, idx in caps:
+                    self.captured[idx] = inputs[nr]
+            if not is_needed:
+                return None
+        return self._call(node, inputs)
 
     def _call(self, node: GraphNode, inputs: list) -> list:
         if _flags.anomaly_enabled:

@@ -612,9 +612,11 @@ def stream_end_capture(ordinal: int, stream: int) -> int:
     return int(_call("cuStreamEndCapture", d.CUstream(stream)))
 
 
-def stream_capture_info(stream: int) -> tuple[int, int]:
+def stream_capture_info(ordinal: int, stream: int) -> tuple[int, int]:
     """(capture status, capture id) of a stream; the id is 0 unless the status is active."""
     d = _load("driver")
+    if _tls.device != ordinal:
+        use_device(ordinal)
     out = _call("cuStreamGetCaptureInfo", d.CUstream(stream))
     status = int(out[0])
     return status, (int(out[1]) if status == CAPTURE_STATUS_ACTIVE else 0)

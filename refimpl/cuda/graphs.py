@@ -62,7 +62,7 @@ def is_current_stream_capturing() -> bool:
     if not is_initialized():
         return False
     stream = streams.current_stream()
-    status, _ = _driver.stream_capture_info(stream.cuda_stream)
+    status, _ = _driver.stream_capture_info(stream.device_index, stream.cuda_stream)
     return status == _driver.CAPTURE_STATUS_ACTIVE
 
 
@@ -116,8 +116,8 @@ class CUDAGraph:
 
         def in_this_capture(s: int) -> bool:
             # a stream belongs to the capture when the driver says it captures into it
-            return _driver.stream_capture_info(s) == (_driver.CAPTURE_STATUS_ACTIVE,
-                                                      self._capture_id)
+            return _driver.stream_capture_info(device, s) == (_driver.CAPTURE_STATUS_ACTIVE,
+                                                              self._capture_id)
 
         allocator.begin_allocate_to_pool(pool_id, in_this_capture)
         try:
@@ -126,7 +126,7 @@ class CUDAGraph:
             allocator.end_allocate_to_pool(pool_id)
             allocator.release_pool(pool_id)
             raise
-        self._capture_id = _driver.stream_capture_info(stream.cuda_stream)[1]
+        self._capture_id = _driver.stream_capture_info(device, stream.cuda_stream)[1]
         self._pool_id, self._device, self._capture_stream = pool_id, device, stream
         self._capturing = True
 
