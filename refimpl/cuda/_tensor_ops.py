@@ -48,12 +48,37 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> None:
     dd, sd = dst.device.type, src.device.type
     if dd == "cuda" and sd == "cuda":
         _device_to_device(dst, src)
-    elif dd == "cuda":
+        return
+    host = src if dd == "cuda" else dst
+    if _capturing(_device_index(dst if dd == "cuda" else src)) and not _pinned(host):
+        # a pageable host buffer cannot take part in a graph; the capture stays valid
+        raise RuntimeError(
+            "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the "
+            "CPU tensor is pinned. Please use tensor.pin_memory() or allocate the tensor "
+            "with pin_memory=True.")
+    if dd == "cuda":
         _host_to_device(dst, src, non_blocking)
     else:
         _device_to_host(dst, src, non_blocking)
         # a synchronizing point: report an out-of-range index a kernel recorded
         _index.raise_pending()
+
+
+def _pinned(t: Tensor) -> bool:
+    return t._storage._nbytes > 0 and _host_block(t) is not None
+
+
+def _capturing(index: int) -> bool:
+    """Whether the current stream of device ``index`` is capturing a CUDA graph.
+
+    The allocator knows whether any capture is under way; only then is the driver asked.
+    """
+    from refimpl.cuda import _allocator
+
+    if not _allocator.get_device_allocator(index).graph_pools.captures:
+        return False
+    status, _ = _driver.stream_capture_info(index, streams.current_stream(index).cuda_stream)
+    return status != _driver.CAPTURE_STATUS_NONE
 
 
 def _overlaps(a: Tensor, b: Tensor) -> bool:
