@@ -20,21 +20,49 @@ import math
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, contiguous_strides
-from refimpl.cuda import _compact, _index, _kernels, _nvrtc
+from refimpl.cuda import _compact, _driver, _index, _kernels, _nvrtc
 from refimpl.cuda._index_ops import contiguous, copy_into, device_index, empty, ptr, stream
 from refimpl.cuda._movement import view
 
+_TILE = 2048
+
 _SORT = r"""
-__device__ __forceinline__ bool before(const T* keys, const long long* idx, long long a,
-                                       long long b, long long n, int desc) {
-  long long ia = idx[a], ib = idx[b];
+__device__ __forceinline__ bool order(T ra, long long ia, T rb, long long ib, long long n,
+                                      int desc) {
   bool pa = ia >= n, pb = ib >= n;
   if (pa || pb) return pa != pb ? !pa : ia < ib;
-  A ka = ld(keys[a]), kb = ld(keys[b]);
+  A ka = ld(ra), kb = ld(rb);
   bool na = ka != ka, nb = kb != kb;
   if (na || nb) { if (na && nb) return ia < ib; return desc ? na : nb; }
   if (ka != kb) return desc ? ka > kb : ka < kb;
   return ia < ib; }
+__device__ __forceinline__ bool before(const T* keys, const long long* idx, long long a,
+                                       long long b, long long n, int desc) {
+  return order(keys[a], idx[a], keys[b], idx[b], n, desc); }
+/* the stages k (sizes of the sorted runs being merged) from k_lo to k_hi, and within each
+   the distances j < TILE, of one tile of TILE elements in shared memory */
+#define TILE 2048
+extern "C" __global__ void bitonic_local(T* keys, long long* idx, long long n, long long p,
+                                         long long tile, long long k_lo, long long k_hi,
+                                         int desc) {
+  __shared__ T sk[TILE]; __shared__ long long si[TILE];
+  long long base = (long long)blockIdx.x * tile;
+  for (long long t = threadIdx.x; t < tile; t += blockDim.x) {
+    sk[t] = keys[base + t]; si[t] = idx[base + t]; }
+  __syncthreads();
+  long long start = base % p;  /* the tile's position in its row */
+  for (long long k = k_lo; k <= k_hi; k <<= 1) {
+    for (long long j = (k >> 1) < tile ? (k >> 1) : (tile >> 1); j >= 1; j >>= 1) {
+      for (long long q = threadIdx.x; q < tile / 2; q += blockDim.x) {
+        long long i = (q / j) * 2 * j + (q % j), l = i + j;
+        bool up = ((start + i) & k) == 0;
+        bool swap = up ? order(sk[l], si[l], sk[i], si[i], n, desc)
+                       : order(sk[i], si[i], sk[l], si[l], n, desc);
+        if (swap) { T tk = sk[i]; sk[i] = sk[l]; sk[l] = tk;
+          long long ti = si[i]; si[i] = si[l]; si[l] = ti; } }
+      __syncthreads(); } }
+  for (long long t = threadIdx.x; t < tile; t += blockDim.x) {
+    keys[base + t] = sk[t]; idx[base + t] = si[t]; } }
 extern "C" __global__ void init_rows(const T* src, T* keys, long long* idx, long long rows,
                                      long long n, long long p) {
   GRID_LOOP(t, rows * p) { long long r = t / p, j = t % p;
@@ -138,16 +166,36 @@ def sorted_rows(x: Tensor, d: int, descending: bool) -> tuple:
         return keys, idx, rows, n, p
     _call(x.dtype, "init_rows", dev, rows * p, [_u(rowsrc), _u(keys), _u(idx), _ll(rows),
                                                 _ll(n), _ll(p)])
-    k = 2
+    if p > 1:
+        _bitonic(x.dtype, dev, keys, idx, rows, n, p, int(descending))
+    return keys, idx, rows, n, p
+
+
+def _local(dtype, dev, keys, idx, rows, n, p, tile, k_lo, k_hi, desc) -> None:
+    """Run stages ``k_lo..k_hi`` (distances below ``tile``) in shared memory."""
+    fn = _nvrtc.get_function(_source(dtype), "bitonic_local", dev)
+    threads = min(tile // 2, 1024)
+    _driver.launch(dev, fn, (rows * p // tile, 1, 1), (threads, 1, 1), [
+        _u(keys), _u(idx), _ll(n), _ll(p), _ll(tile), _ll(k_lo), _ll(k_hi),
+        ctypes.c_int(desc)], stream(dev))
+
+
+def _bitonic(dtype, dev, keys, idx, rows, n, p, desc) -> None:
+    """The bitonic network over rows of ``p`` (a power of two): the stages whose
+    compare distance fits a shared-memory tile run there, the longer ones in global
+    memory, one launch per distance."""
+    tile = min(p, _TILE)
+    _local(dtype, dev, keys, idx, rows, n, p, tile, 2, tile, desc)
+    k = tile * 2
     while k <= p:
         j = k // 2
-        while j >= 1:
-            _call(x.dtype, "bitonic_step", dev, rows * p // 2, [
+        while j >= tile:
+            _call(dtype, "bitonic_step", dev, rows * p // 2, [
                 _u(keys), _u(idx), _ll(rows), _ll(n), _ll(p), _ll(k), _ll(j),
-                ctypes.c_int(int(descending))])
+                ctypes.c_int(desc)])
             j //= 2
+        _local(dtype, dev, keys, idx, rows, n, p, tile, k, k, desc)
         k *= 2
-    return keys, idx, rows, n, p
 
 
 def _back(buf: Tensor, x: Tensor, d: int, p: int, width: int) -> Tensor:

@@ -144,9 +144,18 @@ def _check_index_list(self_shape, indices) -> None:
                          f"with shapes {listed}") from None
 
 
+def _check_index_devices(self: Tensor) -> None:
+    # the ops accept CPU index tensors with a CUDA self (dispatch: cross_device), not
+    # the other way round
+    if not self.is_cuda:
+        raise RuntimeError("indices should be either on cpu or on the same device as the "
+                           f"indexed tensor ({self.device})")
+
+
 def _index_cuda(self: Tensor, indices) -> Tensor:
     from refimpl.cuda import _index_ops
 
+    _check_index_devices(self)
     _check_index_list(self._shape, indices)
     return _index_ops.index(self, list(indices))
 
@@ -164,7 +173,7 @@ def _index_backward(ctx, grad):
 index = defop("index", meta=_index_meta, cpu=_index_cpu, cuda=_index_cuda,
               backward=_index_backward,
               jvp=lambda ctx, t, *_: None if t is None else index(t, ctx.args[1]),
-              extra={"method": False, "save_needs": {0: (1,)}})
+              extra={"method": False, "save_needs": {0: (1,)}, "cross_device": True})
 
 
 # -- index_put -------------------------------------------------------------------------------
@@ -211,6 +220,7 @@ def _index_put_cpu(self: Tensor, indices, values, accumulate: bool = False) -> n
 def _index_put_cuda(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     from refimpl.cuda import _index_ops
 
+    _check_index_devices(self)
     _check_values(self, values)
     _check_index_list(self._shape, indices)
 
@@ -256,7 +266,7 @@ def _index_put_jvp(ctx, t_self, t_indices, t_values, *_):
 
 index_put = defop("index_put", meta=_index_put_meta, cpu=_index_put_cpu, cuda=_index_put_cuda,
                   backward=_index_put_backward, jvp=_index_put_jvp,
-                  extra={"save_needs": {0: (1,), 2: (1,)}})
+                  extra={"save_needs": {0: (1,), 2: (1,)}, "cross_device": True})
 
 
 def inplace_of(op):

@@ -426,3 +426,18 @@ def test_other_out_of_range_checks():
     with pytest.raises(IndexError, match="index_copy_\\(\\): index 9 is out of bounds"):
         x.index_copy(0, t.tensor([9], device="cuda"), x[:1]).cpu()
     assert x.cpu().tolist() == list(range(6))
+
+
+def test_cpu_index_tensors_index_a_cuda_tensor():
+    outs = []
+    for lib in (t, torch):
+        x = lib.arange(12, device="cuda").reshape(3, 4)
+        i = lib.tensor([2, 0])
+        m = lib.tensor([True, False, True])
+        y = x.clone()
+        y[i] = 0
+        outs.append((x[i], x[m], x[:, i], y))
+    same(outs[0], outs[1])
+    with pytest.raises(RuntimeError, match="indices should be either on cpu or on the same "
+                                           "device as the indexed tensor"):
+        t.arange(3)[t.tensor([1], device="cuda")]
