@@ -394,7 +394,8 @@ def test_check_error():
 
 def test_driver_error_names_the_call():
     err = _driver.CudaDriverError("cuMemAlloc", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory")
-    assert str(err) == "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
+    assert str(err) == "CUDA error: out of memory (cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY)"
+    assert isinstance(err, _driver.AcceleratorError)
     assert isinstance(err, RuntimeError) and err.code == 2
     assert _driver.error_name(101) == "CUDA_ERROR_INVALID_DEVICE"
 

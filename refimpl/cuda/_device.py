@@ -28,6 +28,7 @@ from typing import Any
 
 from refimpl._device import device as _torch_device
 from refimpl.cuda import _driver, _lazy
+from refimpl.cuda._driver import AcceleratorError
 from refimpl.cuda._lazy import _lazy_init
 
 _CUDA_ERROR_SUFFIX = (
@@ -40,10 +41,6 @@ INVALID_ORDINAL_MESSAGE = (
     "CUDA error: invalid device ordinal\nGPU device may be out of range, do you have "
     "enough GPUs?\n" + _CUDA_ERROR_SUFFIX
 )
-
-
-class AcceleratorError(RuntimeError):
-    """A CUDA runtime failure reported by torch as ``torch.AcceleratorError`` (2.11)."""
 
 
 class cudaStatus:

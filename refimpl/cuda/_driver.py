@@ -45,11 +45,19 @@ EVENT_INTERPROCESS = 0x4
 IPC_EVENT_HANDLE_SIZE = 64
 
 
-class CudaDriverError(RuntimeError):
-    """A driver call returned an error: the message names the call and the error."""
+class AcceleratorError(RuntimeError):
+    """A CUDA runtime failure reported by torch as ``torch.AcceleratorError`` (2.11)."""
+
+
+class CudaDriverError(AcceleratorError):
+    """A driver call returned an error.
+
+    The message reads as torch's (``CUDA error: <description>``) and then names the
+    driver call and the error code.
+    """
 
     def __init__(self, call: str, code: int, name: str, description: str) -> None:
-        super().__init__(f"{call} failed: {name} ({description})")
+        super().__init__(f"CUDA error: {description} ({call} failed: {name})")
         self.call = call
         self.code = code
         self.name = name

@@ -462,8 +462,8 @@ def test_nvrtc_compile_error_has_log():
 
 def test_driver_errors_name_the_call():
     with pytest.raises(_driver.CudaDriverError,
-                       match=r"^cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE "
-                             r"\(invalid device ordinal\)$"):
+                       match=r"^CUDA error: invalid device ordinal "
+                             r"\(cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE\)$"):
         _driver._call("cuDeviceGet", 999)
     with pytest.raises(_driver.CudaDriverError, match="cuMemAlloc failed: "
                                                       "CUDA_ERROR_OUT_OF_MEMORY"):
