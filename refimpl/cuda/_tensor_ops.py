@@ -81,6 +81,14 @@ def _capturing(index: int) -> bool:
     return status != _driver.CAPTURE_STATUS_NONE
 
 
+def check_sync_allowed(t: Tensor) -> None:
+    """``.item()``/``.tolist()`` synchronise with the stream, as torch's do: inside a graph
+    capture that fails with the driver's error (and invalidates the capture), as in torch."""
+    index = _device_index(t)
+    if _capturing(index):
+        streams.current_stream(index).synchronize()
+
+
 def _overlaps(a: Tensor, b: Tensor) -> bool:
     return a._storage is b._storage
 

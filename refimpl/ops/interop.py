@@ -54,13 +54,21 @@ def item(self: Tensor):
         raise RuntimeError(
             f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
         )
-    host = self if self.device.type == "cpu" else self.detach().cpu()
+    host = self if self.device.type == "cpu" else _to_host(self)
     return _python_scalar(host._np.reshape(-1)[0], self.dtype)
+
+
+def _to_host(self: Tensor) -> Tensor:
+    """A CUDA tensor's values on the host, after the synchronisation torch's item() does."""
+    from refimpl.cuda import _tensor_ops
+
+    _tensor_ops.check_sync_allowed(self)
+    return self.detach().cpu()
 
 
 def tolist(self: Tensor):
     """Nested Python lists of Python numbers (a number for a 0-dim tensor)."""
-    host = self if self.device.type == "cpu" else self.detach().cpu()
+    host = self if self.device.type == "cpu" else _to_host(self)
     arr = host._np
     if self.dtype in (D.bfloat16, D.float16):
         arr = arr.astype(np.float32)
