@@ -6,7 +6,7 @@ flip, a stable sort of one long row and of many short rows, topk, nonzero and
 unique, on the same data for both libraries. The ops that synchronize for their
 output size (nonzero, unique) include that synchronization. Writes JSON to --out.
 
-    python bench/bench_gpu_indexing.py --out bench/results/h100/gpu_indexing.json
+    python bench/bench_gpu_indexing.py --out bench/results/gpu_indexing-h100.json
 """
 
 from __future__ import annotations

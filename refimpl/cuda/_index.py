@@ -131,13 +131,17 @@ struct IMeta {
   long long istride[8]; long long idim[8]; };
 extern "C" __global__ void index_kernel(T* out, const T* src, IMeta m) {
   GRID_LOOP(i, m.n) {
-    long long o = 0, s = 0, io[8] = {0, 0, 0, 0, 0, 0, 0, 0}, r = i;
-    for (int d = m.ndim - 1; d >= 0; --d) {
-      long long c = r % m.sizes[d]; r /= m.sizes[d];
+    long long o = 0, s = 0, io[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    IT r = (IT)i;
+#pragma unroll
+    for (int d = NDIM - 1; d >= 0; --d) {
+      long long c = (long long)(r % (IT)m.sizes[d]); r /= (IT)m.sizes[d];
       o += c * m.out_strides[d]; s += c * m.src_strides[d];
-      for (int k = 0; k < m.nidx; ++k) io[k] += c * m.idx_strides[k][d]; }
+#pragma unroll
+      for (int k = 0; k < NIDX; ++k) io[k] += c * m.idx_strides[k][d]; }
     long long extra = 0; bool ok = true;
-    for (int k = 0; k < m.nidx; ++k) {
+#pragma unroll
+    for (int k = 0; k < NIDX; ++k) {
       long long v = ((const long long*)m.idx_ptr[k])[io[k]], w = v;
       if (w < 0 && m.wrap) w += m.isize[k];
       if (w < 0 || w >= m.isize[k]) { report(m.rec, m.err, v, m.idim[k], m.isize[k]);
@@ -154,13 +158,20 @@ extern "C" __global__ void index_kernel(T* out, const T* src, IMeta m) {
 _sources: dict[tuple, str] = {}
 
 
-def _index_source(name: str, mode: int, reduce: str | None) -> str:
-    key = (name, mode, reduce)
+def _index_source(name: str, mode: int, reduce: str | None, small: bool = False,
+                  ndim: int = MAX_DIMS, nidx: int = MAX_INDICES) -> str:
+    key = (name, mode, reduce, small, ndim, nidx)
     source = _sources.get(key)
     if source is None:
         update = _update_code(name, reduce) if mode else ""
+        # 32-bit position arithmetic where the element count allows it: 64-bit division
+        # is many times slower on the GPU
+        it = "unsigned int" if small else "long long"
+        # the dim and index counts are compiled in: loops with constant bounds unroll
+        # and keep the per-element offsets in registers
         source = (INDEX_PRELUDE + dtype_defs(name) + f"#define MODE {mode}\n"
-                  f"#define UPDATE {update}\n" + _INDEX_BODY)
+                  f"#define NDIM {ndim}\n#define NIDX {nidx}\n"
+                  f"typedef {it} IT;\n#define UPDATE {update}\n" + _INDEX_BODY)
         _sources[key] = source
     return source
 
@@ -282,5 +293,7 @@ def launch(mode: str, dtype: Any, out: int, out_strides, src: int, src_strides, 
             m.idx_strides[k][d] = st
         m.idx_ptr[k], m.isize[k], m.istride[k], m.idim[k] = a.ptr, a.size, a.stride, a.dim
     code = 0 if mode == "gather" else (2 if reduce else 1)
-    fn = _nvrtc.get_function(_index_source(name, code, reduce), "index_kernel", device)
+    source = _index_source(name, code, reduce, small=n < 2 ** 31, ndim=len(cshape),
+                           nidx=len(indices))
+    fn = _nvrtc.get_function(source, "index_kernel", device)
     _kernels._launch(fn, device, stream, n, [ctypes.c_uint64(out), ctypes.c_uint64(src), m])
