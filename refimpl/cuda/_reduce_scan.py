@@ -3,7 +3,8 @@
 A first, simple and exact version: one thread walks one line (all elements that share
 every index but the scanned one) from start to end, keeping a running value in the
 accumulation type of ``_reduce`` (float for float16/bfloat16/float32, int64 for
-integers) and rounding each output to the output dtype, as torch's CUDA scans do.
+integers). As torch's CUDA scans do, the running value of a float16/bfloat16 scan is
+rounded to that dtype after every step (torch adds in the tensor's own scalar type).
 Neighbouring threads take neighbouring lines, so a scan over any dim but the fastest
 moving one reads coalesced memory. ``cummax``/``cummin`` keep the latest index among
 equal values; once a NaN is met it propagates, each later NaN taking the index.
@@ -43,6 +44,7 @@ extern "C" __global__ void scan_kernel(const IN* x, OUT* out, long long* idx, SG
   for (long long j = 0; j < g.n; ++j) {
     ACC v = r_load(x[xi + j * g.in_step]);
     if (j == 0) acc = v; else { STEP }
+    acc = ROUND(acc);
     out[oi + j * g.out_step] = to_out(acc);
     if (idx) idx[oi + j * g.out_step] = at;
   } }
@@ -68,11 +70,14 @@ def _source(op: str, in_name: str, cast: str, out_name: str) -> str:
         one = {"c64": "mkc64(1, 0)", "c128": "mkc128(1, 0)"}.get(acc, "(ACC)1")
         load = _cast_expr(in_name, cast, _decode(in_name))
         body = _BODY.replace("STEP", _RULES[op])
+        kind = _kernels._DTYPES[out_name][2]
+        rounding = {"half": "h2f(f2h(v))", "bf16": "bf2f(f2bf(v))"}.get(kind, "v")
         src = "".join([
             _kernels._PRELUDE, PRELUDE,
             f"typedef {_kernels._DTYPES[in_name][0]} IN;\n",
             f"typedef {_kernels._DTYPES[out_name][0]} OUT;\n",
             f"typedef {acc} ACC;\n#define ACC_ZERO {zero}\n#define ACC_ONE {one}\n",
+            f"DI ACC ROUND(ACC v) {{ return {rounding}; }}\n",
             _converter("to_out", out_name),
             f"DI ACC r_load(IN raw) {{ return {load}; }}\n", body])
         src = _sources.setdefault(key, src)
