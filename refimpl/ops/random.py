@@ -68,6 +68,15 @@ def _uniform_values(n: int, dt: D.dtype, gen: R.Generator) -> np.ndarray:
     return gen.uniform(n, dt is D.float64)
 
 
+def _bounded(values: np.ndarray, dt: D.dtype, from_: float, to: float) -> np.ndarray:
+    """Uniform values in ``dt``: one that rounds up to ``to`` becomes ``from_`` (torch's
+    rule for narrow dtypes, so the range stays half-open)."""
+    if dt.is_complex or dt.itemsize > 2:
+        return values
+    cast = values.astype(dt.np)
+    return np.where(cast.astype(np.float64) >= to, np.asarray(from_).astype(dt.np), cast)
+
+
 def _normal_values(n: int, dt: D.dtype, gen: R.Generator) -> np.ndarray:
     if dt.is_complex:
         z = gen.normal(2 * n, True).reshape(n, 2) * np.sqrt(0.5)
@@ -98,7 +107,8 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
          out=None) -> Tensor:
     """Uniform values in [0, 1)."""
     dt = _floating(dtype if out is None else out.dtype, "check_uniform_bounds")
-    return _sample(size, dt, device, lambda n: _uniform_values(n, dt, _gen(generator)),
+    return _sample(size, dt, device,
+                   lambda n: _bounded(_uniform_values(n, dt, _gen(generator)), dt, 0.0, 1.0),
                    requires_grad, out, lambda t: _draw_cuda(t, "uniform", generator))
 
 
@@ -235,7 +245,7 @@ def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator=Non
     if self.is_cuda:
         return _draw_cuda(self, "uniform", generator, a=float(from_), b=float(to))
     u = _uniform_values(self.numel(), self.dtype, _gen(generator))
-    return _fill_from(self, from_ + u * (to - from_))
+    return _fill_from(self, _bounded(from_ + u * (to - from_), self.dtype, from_, to))
 
 
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
