@@ -1,10 +1,11 @@
 """CUDA kernels of the range factories: arange, linspace, logspace, eye.
 
 Values are computed on the device in the accumulation type of the dtype (float for
-float32/float16/bfloat16, double for float64, int64 for integers), as torch's CUDA
-kernels do: ``arange`` is ``start + i * step``; ``linspace`` fills its first half from
-``start`` and its second half from ``end`` (``end - (steps - 1 - i) * step``) so that
-both ends are exact; ``logspace`` is ``base`` to the power of the same sequence.
+float32/float16/bfloat16, double for float64, int64 for an integer arange), as torch's
+CUDA kernels do: ``arange`` is ``start + i * step``; ``linspace`` fills its first half
+from ``start`` and its second half from ``end`` (``end - (steps - 1 - i) * step``) so
+that both ends are exact (integer outputs: computed in double, then truncated);
+``logspace`` is ``base`` to the power of the same sequence.
 ``eye`` is a fill of zeros and a fill of ones through the diagonal view.
 """
 
@@ -24,11 +25,11 @@ extern "C" __global__ void range_kernel(T* out, long long n, double start, doubl
     if (kind == 0) {            /* arange */
       out[i] = st((A)((A)start + (A)i * (A)step));
     } else {                    /* linspace (1) and logspace (2) */
-      long long half = n / 2; A v;
-      if (i < half) v = (A)start + (A)step * (A)i;
-      else v = (A)end - (A)step * (A)(n - i - 1);
-      if (kind == 2) v = (A)pow(base, (double)v);
-      out[i] = st(v);
+      long long half = n / 2; C v;
+      if (i < half) v = (C)start + (C)step * (C)i;
+      else v = (C)end - (C)step * (C)(n - i - 1);
+      if (kind == 2) v = (C)pow(base, (double)v);
+      out[i] = st((A)v);
     } } }
 """
 _INT_RANGE = r"""
@@ -44,7 +45,10 @@ def _launch(out: Tensor, kernel: str, source: str, args: list) -> Tensor:
         return out
     dev = out._storage.device.index
     name = _kernels._name(out.dtype)
-    fn = _nvrtc.get_function(_kernels._PRELUDE + _index.dtype_defs(name) + source, kernel, dev)
+    # integer outputs compute in double and truncate the value, never the step
+    compute = "double" if out.dtype.category < 2 else "A"
+    fn = _nvrtc.get_function(_kernels._PRELUDE + _index.dtype_defs(name)
+                             + f"typedef {compute} C;\n" + source, kernel, dev)
     ptr = out._storage._data.ptr
     _kernels._launch(fn, dev, streams.current_stream(dev).cuda_stream, n,
                      [ctypes.c_uint64(ptr), ctypes.c_longlong(n), *args])

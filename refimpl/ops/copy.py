@@ -218,11 +218,16 @@ def cuda(self: Tensor, device=None, non_blocking: bool = False) -> Tensor:
 
 
 __all__ = ["clone", "fill_", "zero_"]
-def pin_memory(self: Tensor, device=None) -> Tensor:
-    """A copy of this CPU tensor in pinned (page-locked) memory."""
+def _pin_memory_cpu(self: Tensor, device=None) -> Tensor:
     from refimpl.cuda import _tensor_ops
 
     return _tensor_ops.pin_memory(self)
+
+
+# A copy into pinned memory: differentiable with an identity gradient (CUDAMEM-404).
+pin_memory = defop("pin_memory", meta=_same_meta, cpu=_pin_memory_cpu,
+                   backward=lambda ctx, g: (g,), jvp=lambda ctx, t: t.clone(),
+                   node="PinMemoryBackward0")
 
 
 def is_pinned(self: Tensor, device=None) -> bool:

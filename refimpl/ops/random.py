@@ -258,12 +258,17 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
                                                         _gen(generator)))
 
 
+# random_()'s default upper bound for floating dtypes: every integer up to 2^mantissa
+# (plus the implicit bit) is exactly representable
+_RANDOM_TO = {"float32": 2 ** 24 + 1, "float64": 2 ** 53 + 1, "float16": 2 ** 11 + 1,
+              "bfloat16": 2 ** 8 + 1}
+
+
 def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=None) -> Tensor:
     """Fill in place with integers in [from_, to) (to defaults to the dtype's range)."""
     if to is None:
-        to = 2 ** 24 + 1 if self.dtype is D.float32 else 2 ** 53 + 1 \
-            if self.dtype is D.float64 else int(np.iinfo(self.dtype.np).max) + 1 \
-            if self.dtype.category == 1 else 2
+        to = _RANDOM_TO.get(self.dtype.name) or (
+            int(np.iinfo(self.dtype.np).max) + 1 if self.dtype.category == 1 else 2)
     if self.is_cuda:
         return _draw_cuda(self, "integers", generator, lo=int(from_), span=int(to) - int(from_))
     return _fill_from(self, _gen(generator).integers(self.numel(), int(from_), int(to)))

@@ -262,7 +262,10 @@ def test_range_factories(dtype):
         res = [lib.arange(0, 17, 3, dtype=dt, device="cuda"), lib.eye(3, 4, dtype=dt,
                                                                       device="cuda"),
                lib.full((2, 3), 5, dtype=dt, device="cuda"), lib.zeros(2, dtype=dt, device="cuda")]
-        if dtype != "int64":
+        if dtype == "int64":
+            res += [lib.linspace(0, 10, 4, dtype=dt, device="cuda"),
+                    lib.linspace(-7, 3, 7, dtype=dt, device="cuda")]
+        else:
             res += [lib.arange(-1.0, 1.0, 0.25, dtype=dt, device="cuda"),
                     lib.linspace(-2, 3, 11, dtype=dt, device="cuda"),
                     lib.logspace(0, 2, 5, dtype=dt, device="cuda")]
