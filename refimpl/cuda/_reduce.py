@@ -22,7 +22,8 @@ thread block: when the reduced dim is the fastest-moving one in memory, the thre
 of ``x`` share one output's reduction (warp shuffles, then shared memory across
 warps); otherwise the ``x`` threads take neighbouring outputs (coalesced loads) and
 the ``y`` threads split the reduction (a shared-memory tree). Rows that are dense and
-16-byte aligned are read with vector loads, four of them in flight per thread. When
+16-byte aligned are read with vector loads, four of them in flight per thread; in the
+second layout each thread takes a vector of neighbouring outputs instead. When
 there are too few outputs to fill the GPU, ``gridDim.y`` blocks split each
 reduction; each writes its partial state to a workspace and a second kernel combines
 the partials of one output in one block (no atomics, so results are deterministic).
@@ -153,10 +154,48 @@ extern "C" __global__ void __launch_bounds__(256) reduce_kernel(
   int rl = ox ? ty : tx, rls = ox ? blockDim.y : blockDim.x;
   long long o = (long long)blockIdx.x * ols + ol;
   long long r0 = (long long)blockIdx.y * rls + rl, step = (long long)gridDim.y * rls;
+  if (VEC > 1 && g.vec == 2) {
+    /* outputs along x, VEC neighbouring outputs per thread: one vector load per row */
+    S a[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) a[j] = r_init();
+    long long first = o * VEC;
+    if (first < g.n_out) {
+      const IN* base = x + koff(g, first);
+      long long r = r0;
+      for (; r + 3 * step < g.n_red; r += 4 * step) {
+        VecT v0 = *(const VecT*)(base + roff(g, r));
+        VecT v1 = *(const VecT*)(base + roff(g, r + step));
+        VecT v2 = *(const VecT*)(base + roff(g, r + 2 * step));
+        VecT v3 = *(const VecT*)(base + roff(g, r + 3 * step));
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          a[j] = r_reduce(a[j], r_load(v0.v[j]), r, p);
+          a[j] = r_reduce(a[j], r_load(v1.v[j]), r + step, p);
+          a[j] = r_reduce(a[j], r_load(v2.v[j]), r + 2 * step, p);
+          a[j] = r_reduce(a[j], r_load(v3.v[j]), r + 3 * step, p); }
+      }
+      for (; r < g.n_red; r += step) {
+        VecT v0 = *(const VecT*)(base + roff(g, r));
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[j] = r_reduce(a[j], r_load(v0.v[j]), r, p);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      S s = block_reduce(a[j], false, sh);
+      __syncthreads();
+      if (rl == 0 && first < g.n_out) {
+        if (gridDim.y == 1) r_store(out, out2, first + j, s, p);
+        else part[blockIdx.y * g.n_out + first + j] = s;
+      }
+    }
+    return;
+  }
   S s = r_init();
   if (o < g.n_out) {
     const IN* base = x + koff(g, o);
-    if (VEC > 1 && g.vec) {
+    if (VEC > 1 && g.vec == 1) {
       S a[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) a[j] = r_init();
@@ -215,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(256) finish_kernel(
 @dataclass(frozen=True)
 class Reducer:
     """One reduction as C snippets (bodies of functions; ``ACC`` is the accumulation
-    type, ``S`` the state, ``OUT``/``OUT2`` the output storage types, converters
+    type (``RACC`` its real part's type), ``S`` the state, ``OUT``/``OUT2`` the output storage types, converters
     ``to_out``/``to_out2`` and constants ``LOWEST``/``HIGHEST``/``ACC_ZERO``/``ACC_ONE``
     are defined; ``r_combine`` is declared before ``r_reduce``). ``state`` is the C
     type of ``S`` (``struct { ... }`` or a scalar type); ``uses_index``
@@ -354,7 +393,7 @@ def source(r: Reducer, in_dtype: str, cast: str, out: str, out2: str) -> str:
         f"typedef {_kernels._DTYPES[in_dtype][0]} IN;\n",
         f"typedef {_kernels._DTYPES[out][0]} OUT;\n",
         f"typedef {_kernels._DTYPES[out2][0]} OUT2;\n",
-        f"typedef {acc} ACC;\n#define VEC {vec}\n",
+        f"typedef {acc} ACC;\ntypedef {_REAL_ACC.get(acc, acc)} RACC;\n#define VEC {vec}\n",
         f"#define LOWEST {lowest}\n#define HIGHEST {highest}\n",
         f"#define ACC_ZERO {zero}\n#define ACC_ONE {one}\n",
         _converter("to_out", out), _converter("to_out2", out2),
@@ -423,9 +462,14 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
     g.vec = int(not g.out_x and vec > 1 and len(red) == 1 and r_inner == 1
                 and n_red % vec == 0 and base % (vec * itemsize) == 0
                 and all(st % vec == 0 for _, st in kept))
-    units = n_red // vec if g.vec else n_red
+    if g.out_x and vec > 1 and k_inner == 1 and kept[-1][0] % vec == 0 \
+            and base % (vec * itemsize) == 0 and all(st % vec == 0 for _, st in kept[:-1]) \
+            and all(st % vec == 0 for _, st in red):
+        g.vec = 2  # each thread takes vec neighbouring outputs
+    units = n_red // vec if g.vec == 1 else n_red
+    groups = n_out // vec if g.vec == 2 else n_out
     if g.out_x:
-        bx = min(_np2(n_out), 32)
+        bx = min(_np2(groups), 32)
         by = max(1, min(_THREADS // bx, _np2(n_red)))
         o_lanes, r_lanes = bx, by
     else:
@@ -433,7 +477,7 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
         by = max(1, min(_THREADS // bx, _np2(n_out)))
         o_lanes, r_lanes = by, bx
     idx = x._storage._data.device_index
-    grid_x = -(-n_out // o_lanes)
+    grid_x = -(-groups // o_lanes)
     target = _sm_count(idx) * (2048 // (bx * by))
     grid_y = 1
     if grid_x < target:

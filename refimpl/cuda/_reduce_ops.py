@@ -43,7 +43,18 @@ _WELFORD_COMBINE = ("if (a.n == 0) return b; if (b.n == 0) return a; "
                     "ACC n = a.n + b.n, d = b.m - a.m, f = b.n / n; S r; "
                     "r.m = a.m + d * f; r.m2 = a.m2 + b.m2 + d * d * a.n * f; r.n = n; "
                     "return r;")
-_VAR = "double dof = p.n - p.c; ACC var = a.m2 / (ACC)(dof > 0 ? dof : 0); "
+_VAR = "double dof = p.n - p.c; RACC var = a.m2 / (RACC)(dof > 0 ? dof : 0); "
+# complex Welford: the mean's real and imaginary parts, and the sum of |x - mean|^2
+_CWELFORD_STATE = "struct { RACC mr, mi, m2, n; }"
+_CWELFORD_INIT = "S s; s.mr = 0; s.mi = 0; s.m2 = 0; s.n = 0; return s;"
+_CWELFORD_REDUCE = ("a.n += 1; RACC dr = v.re - a.mr, di = v.im - a.mi; a.mr += dr / a.n; "
+                    "a.mi += di / a.n; a.m2 += dr * (v.re - a.mr) + di * (v.im - a.mi); "
+                    "return a;")
+_CWELFORD_COMBINE = ("if (a.n == 0) return b; if (b.n == 0) return a; "
+                     "RACC n = a.n + b.n, f = b.n / n, dr = b.mr - a.mr, di = b.mi - a.mi; "
+                     "S r; r.mr = a.mr + dr * f; r.mi = a.mi + di * f; "
+                     "r.m2 = a.m2 + b.m2 + (dr * dr + di * di) * a.n * f; r.n = n; return r;")
+_CMEAN = "ACC mean; mean.re = a.mr; mean.im = a.mi; "
 
 REDUCERS: dict[str, Reducer] = {r.name: r for r in [
     Reducer("sum", "return ACC_ZERO;", "return a + v;", "return a + b;", _STORE),
@@ -74,6 +85,15 @@ REDUCERS: dict[str, Reducer] = {r.name: r for r in [
             _VAR + "out[o] = to_out(var); out2[o] = to_out2(a.m);", _WELFORD_STATE),
     Reducer("std_mean", _WELFORD_INIT, _WELFORD_REDUCE, _WELFORD_COMBINE,
             _VAR + "out[o] = to_out(r_sqrt(var)); out2[o] = to_out2(a.m);", _WELFORD_STATE),
+    Reducer("var_complex", _CWELFORD_INIT, _CWELFORD_REDUCE, _CWELFORD_COMBINE,
+            _VAR + "out[o] = to_out(var);", _CWELFORD_STATE),
+    Reducer("std_complex", _CWELFORD_INIT, _CWELFORD_REDUCE, _CWELFORD_COMBINE,
+            _VAR + "out[o] = to_out(r_sqrt(var));", _CWELFORD_STATE),
+    Reducer("var_mean_complex", _CWELFORD_INIT, _CWELFORD_REDUCE, _CWELFORD_COMBINE,
+            _VAR + _CMEAN + "out[o] = to_out(var); out2[o] = to_out2(mean);", _CWELFORD_STATE),
+    Reducer("std_mean_complex", _CWELFORD_INIT, _CWELFORD_REDUCE, _CWELFORD_COMBINE,
+            _VAR + _CMEAN + "out[o] = to_out(r_sqrt(var)); out2[o] = to_out2(mean);",
+            _CWELFORD_STATE),
     Reducer("norm0", "return 0;", "return a + (ACC)(v != 0);", "return a + b;", _STORE,
             abs=True),
     Reducer("norm1", "return 0;", "return a + v;", "return a + b;", _STORE, abs=True),

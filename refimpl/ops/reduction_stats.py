@@ -118,16 +118,16 @@ def _std_mean_cpu(*args, **kwargs):
 
 def _var_cuda(name: str):
     """CUDA kernel of var/std (one output) or var_mean/std_mean (two): one Welford pass,
-    accumulated in float for float32 and narrower, as torch's CUDA kernel does."""
+    accumulated in float for float32 and narrower, as torch's CUDA kernel does (complex
+    inputs: the mean's two parts and the sum of ``|x - mean|^2``)."""
     def kernel(*args, **kwargs):
         x, axes, correction, keepdim = _checked_var_args(name, *args, **kwargs)
-        if x.dtype.is_complex:
-            raise NotImplementedError(f"refimpl has no CUDA kernel for {name} of complex "
-                                      "inputs")
         r = cuda_reductions()
+        rule = f"{name}_complex" if x.dtype.is_complex else name
+        real = x.dtype.to_real()
         if name in ("var", "std"):
-            return r.reduction(name, x, axes, keepdim, x.dtype, correction=correction)
-        return r.pair(name, x, axes, keepdim, (x.dtype, x.dtype), correction)
+            return r.reduction(rule, x, axes, keepdim, real, correction=correction)
+        return r.pair(rule, x, axes, keepdim, (real, x.dtype), correction)
     return kernel
 
 

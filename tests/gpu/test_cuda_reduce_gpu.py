@@ -270,6 +270,20 @@ def test_softmax_shapes(shape, dim, dtype):
         same(SCANS[op](t, r, dim), SCANS[op](torch, q, dim), dtype)
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("op", ["sum", "mean", "var", "std_c0", "var_mean", "std_mean",
+                                "norm_2", "norm_1", "norm_inf", "tnorm_3", "all", "any",
+                                "count_nonzero"])
+def test_complex_reductions_match_torch(op, dtype):
+    rng = np.random.default_rng(5)
+    arr = rng.standard_normal(SHAPE) + 1j * rng.standard_normal(SHAPE)
+    r, q = pair(arr, dtype)
+    tol = {"complex64": "float32", "complex128": "float64"}[dtype]
+    for dim in (None, 1, (0, 2)):
+        same(MULTI[op](t, r, dim, False), MULTI[op](torch, q, dim, False), tol)
+    same(t.prod(r[0, 0, :8]), torch.prod(q[0, 0, :8]), tol)
+
+
 def test_argmax_first_occurrence_and_nan():
     arr = np.array([[1.0, 3.0, 3.0, 2.0], [np.nan, 5.0, np.nan, 1.0], [0, 0, 0, 0]])
     for dtype in ("float32", "float16", "float64"):
