@@ -263,6 +263,13 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
             f"{name}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
+    into = op.extra.get("cuda_into")
+    if into is not None and type(out) is Tensor and out._storage.device.type == "cuda":
+        from refimpl.ops._pointwise import write_out_directly
+
+        if write_out_directly(op, into, out, args, kwargs):
+            out._version_counter.bump()
+            return out
     result = below_autograd(op, args, kwargs)
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):

@@ -34,6 +34,7 @@ packs a few values into it and launches (see ``bench/bench_gpu_pointwise.py``).
 from __future__ import annotations
 
 import ctypes
+import math
 import struct
 import threading
 from collections.abc import Sequence
@@ -191,6 +192,7 @@ class _Plan:
     def __init__(self, kernel: Elementwise, sig: tuple, compute: tuple, out: D.dtype,
                  params: tuple) -> None:
         self.kernel = kernel
+        self.sig, self.compute = sig, compute
         tensor_ops = [i for i, s in enumerate(sig) if s is not None]
         self.tensor_ops = tensor_ops
         self.nptr = len(tensor_ops) + 1  # the output is pointer 0
@@ -381,19 +383,18 @@ class Elementwise:
     def run(self, inputs: Sequence, out_dtype: D.dtype, compute, params: tuple,
             shape: tuple | None, out: Tensor | None) -> Tensor:
         """``__call__`` with positional arguments (the per-op hot path)."""
+        # the plan key, built flat while the operands are classified:
+        # (output dtype, compute dtype(s), operand count, operand dtypes or None, param dtypes)
         n_in = len(inputs)
-        if type(compute) is D.dtype:
-            compute = (compute,) * n_in
-        else:
-            compute = tuple(compute)
-        sig = []
+        key = [out_dtype if out is None else out.dtype,
+               compute if type(compute) is D.dtype else tuple(compute), n_in]
         tensors = []
         dev = None
         for x in inputs:
             if isinstance(x, Tensor):
                 d = x._storage.device
                 if d.type == "cuda":
-                    sig.append(x.dtype)
+                    key.append(x.dtype)
                     tensors.append(x)
                     if dev is None:
                         dev = d
@@ -402,7 +403,9 @@ class Elementwise:
                     raise RuntimeError(
                         "Expected all tensors to be on the same device, but found at least "
                         f"two devices, cuda and {d}!")
-            sig.append(None)
+            key.append(None)
+        if params:
+            key.extend([p[1] for p in params])
         if out is not None:
             dev = out._storage.device
             out_dtype = out.dtype  # the expression's result is cast to out's own dtype
@@ -410,8 +413,7 @@ class Elementwise:
             raise RuntimeError(f"{self.name}: no CUDA tensor among the operands")
         if shape is None:
             shape = broadcast_shape([t._shape for t in tensors])
-        pdts = tuple([p[1] for p in params]) if params else ()
-        key = (tuple(sig), compute, out_dtype, pdts)
+        key = tuple(key)
         plan = self.plans.get(key)
         if plan is None:
             plan = self._new_plan(key)
@@ -422,7 +424,7 @@ class Elementwise:
         else:
             ostride = out._stride
             contiguous = ostride == contiguous_strides(shape)
-        n = out.numel()
+        n = math.prod(shape)
         if n == 0:
             return out
         index = dev.index
@@ -436,6 +438,7 @@ class Elementwise:
             ptrs.append(t._storage._data.ptr + t._offset * t.dtype.itemsize)
         values = [ptrs[0], n, *ptrs[1:]]
         if len(tensors) != n_in:
+            sig, compute = plan.sig, plan.compute
             for i, x in enumerate(inputs):
                 if sig[i] is None:
                     values.append(_scalar_bytes(x, compute[i]))
@@ -471,7 +474,9 @@ class Elementwise:
         return out
 
     def _new_plan(self, key: tuple) -> _Plan:
-        sig, compute, out_dtype, pdts = key
+        out_dtype, compute, n_in = key[:3]
+        sig, pdts = key[3:3 + n_in], key[3 + n_in:]
+        compute = (compute,) * n_in if type(compute) is D.dtype else compute
         with self._lock:
             plan = self.plans.get(key)
             if plan is None:

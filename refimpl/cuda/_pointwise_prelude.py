@@ -246,6 +246,17 @@ template<class T> DI cplx<T> r_logaddexp(cplx<T> a, cplx<T> b) {
   return hi + log1p(exp(lo - hi)); }
 template<class T> DI cplx<T> r_nan_to_num(cplx<T> v, T nan, T posinf, T neginf) {
   return mk(r_nan_to_num(v.re, nan, posinf, neginf), r_nan_to_num(v.im, nan, posinf, neginf)); }
+// nextafter in a 16-bit format: step the bit pattern of the (exactly representable) value
+#define R_NEXTAFTER16(NAME, TO, FROM) \
+  DI float NAME(float a, float b) { \
+    if (a != a || b != b) return a + b; \
+    if (a == b) return b; \
+    auto h = TO(a); \
+    if ((h.x & 0x7fff) == 0) h.x = b > 0 ? 1 : 0x8001; \
+    else h.x = ((a < b) == (a > 0)) ? h.x + 1 : h.x - 1; \
+    return FROM(h); }
+R_NEXTAFTER16(r_nextafter_h16, f2h, h2f)
+R_NEXTAFTER16(r_nextafter_bf16, f2bf, bf2f)
 template<class T> DI T r_heaviside(T x, T v) { return x == 0 ? v : (T)(x > 0); }
 template<class T> DI T r_frac(T v) { return v - r_trunc(v); }
 template<class T> DI T r_logit(T x, T eps, bool has_eps) {

@@ -248,6 +248,25 @@ def cuda_fields(impl, extra: dict | None = None) -> dict:
     return {"cuda": impl.cuda, "extra": {**(extra or {}), "cuda_into": impl.cuda_into}}
 
 
+def write_out_directly(op: OpDef, into, out: Tensor, args: tuple, kwargs: dict) -> bool:
+    """``op(..., out=out)`` on CUDA computed straight into ``out`` when that is exactly
+    what copying the result would give: same shape and dtype, every tensor operand on
+    ``out``'s device, no partial overlap. Returns False to take the general path."""
+    from refimpl._dispatch import tensors_in
+
+    dev = out._storage.device
+    for t in tensors_in(args, kwargs):
+        if t._storage.device != dev and t._shape:
+            return False
+    spec = op.meta(*args, **kwargs)
+    if spec.shape != out._shape or spec.dtype is not out.dtype:
+        return False
+    if not can_write_inplace(out, (*args, *kwargs.values())):
+        return False
+    into(out, *args, **kwargs)
+    return True
+
+
 def can_write_inplace(self: Tensor, operands) -> bool:
     """Whether an elementwise result can be written straight into ``self``.
 
@@ -425,7 +444,10 @@ class Binary:
             raise not_implemented_cuda(kernel or self.name, dtype)
         if dtype.category == 3 and not self.cuda_complex:
             raise no_cuda_complex(self.name, dtype)
-        expr, params = cuda_expr(self.cuda_spec, dtype, (a, b), kwargs)
+        spec = self.cuda_spec
+        if type(spec) is str:
+            return run_cuda(spec, (a, b), out, dtype, None, shape, into, self.name)
+        expr, params = spec(dtype, a, b, **kwargs)
         return run_cuda(expr, (a, b), out, dtype, params, shape, into, self.name)
 
 

@@ -175,12 +175,13 @@ class _NativeBinary(Binary):
                       out, shape)
 
     def cuda_into(self, into, a, b, **kwargs):
-        """float32/float64 only: the generated kernels compute float16/bfloat16 in float,
-        where a step to the next representable value is a different step."""
+        """float16/bfloat16 step the 16-bit pattern (the kernels see them as float)."""
         shape, dtype, out = self.prepare(a, b, kwargs)
-        if dtype not in (D.float32, D.float64):
+        if dtype not in self.allow:
             raise not_implemented_cuda(self.kernel, dtype)
-        return run_cuda("nextafter(a, b)", (a, b), out, dtype, None, shape, into, self.name)
+        expr = {D.float16: "r_nextafter_h16(a, b)", D.bfloat16: "r_nextafter_bf16(a, b)"}.get(
+            dtype, "nextafter(a, b)")
+        return run_cuda(expr, (a, b), out, dtype, None, shape, into, self.name)
 
 
 _next_impl = _NativeBinary(_nextafter, allow=FLOATING, kernel="nextafter_cpu", name="nextafter",
