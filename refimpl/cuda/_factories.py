@@ -4,7 +4,7 @@ Values are computed on the device in the accumulation type of the dtype (float f
 float32/float16/bfloat16, double for float64, int64 for an integer arange), as torch's
 CUDA kernels do: ``arange`` is ``start + i * step``; ``linspace`` fills its first half
 from ``start`` and its second half from ``end`` (``end - (steps - 1 - i) * step``) so
-that both ends are exact (integer outputs: computed in double, then truncated);
+that both ends are exact (integer outputs: computed in float, then truncated);
 ``logspace`` is ``base`` to the power of the same sequence.
 ``eye`` is a fill of zeros and a fill of ones through the diagonal view.
 """
@@ -45,8 +45,8 @@ def _launch(out: Tensor, kernel: str, source: str, args: list) -> Tensor:
         return out
     dev = out._storage.device.index
     name = _kernels._name(out.dtype)
-    # integer outputs compute in double and truncate the value, never the step
-    compute = "double" if out.dtype.category < 2 else "A"
+    # integer outputs compute in float, as torch's CUDA kernel does (its step is a float)
+    compute = "float" if out.dtype.category < 2 else "A"
     fn = _nvrtc.get_function(_kernels._PRELUDE + _index.dtype_defs(name)
                              + f"typedef {compute} C;\n" + source, kernel, dev)
     ptr = out._storage._data.ptr
@@ -81,6 +81,8 @@ def linspace(start, end, steps: int, dtype: D.dtype, dev: device, base=None) -> 
     if dtype.is_complex:
         raise NotImplementedError("refimpl has no CUDA linspace/logspace for complex dtypes")
     out = _out(steps, dtype, dev)
+    if dtype.category < 2:  # the ends are converted to the integer dtype first
+        start, end = int(start), int(end)
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     kind = 1 if base is None else 2
     return _launch(out, "range_kernel", _RANGE,

@@ -6,6 +6,8 @@ Skipped where there is no GPU or no CUDA build of torch."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,14 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA device and a CUDA build of torch")
 
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "bool"]
+
+
+@pytest.fixture(autouse=True)
+def _collect():
+    """Free each test's CUDA tensors held in reference cycles (exception tracebacks)
+    before the next test, so that later memory-statistics tests start clean."""
+    yield
+    gc.collect()
 RNG = np.random.default_rng(0)
 
 
