@@ -249,6 +249,15 @@ def test_single_dim_reductions_match_torch(op, dim, layout, dtype):
 @pytest.mark.parametrize("op", sorted(SCANS))
 def test_scans_and_softmax_match_torch(op, dim, layout, dtype):
     r, q = _inputs(dtype, layout, "near_one" if op == "cumprod" else "normal")
+    if op == "cumsum" and dtype in ("float16", "bfloat16"):
+        # Both runtimes round the running sum to the dtype at every step, torch in the
+        # association of its parallel scan: compare within the bound of n roundings.
+        eps = 2.0 ** (-11 if dtype == "float16" else -8)
+        bound = SHAPE[dim] * eps * np.abs(to_np(q)).max()
+        got, expected = t.cumsum(r, dim), torch.cumsum(q, dim)
+        assert got.dtype is getattr(t, dtype) and got.device.type == "cuda"
+        np.testing.assert_allclose(to_np(got), to_np(expected), rtol=0, atol=bound)
+        return
     _compare(lambda L, x: SCANS[op](L, x, dim), r, q, dtype)
 
 
