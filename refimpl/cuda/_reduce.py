@@ -26,7 +26,8 @@ the ``y`` threads split the reduction (a shared-memory tree). Rows that are dens
 second layout each thread takes a vector of neighbouring outputs instead. When
 there are too few outputs to fill the GPU, ``gridDim.y`` blocks split each
 reduction; each writes its partial state to a workspace and a second kernel combines
-the partials of one output in one block (no atomics, so results are deterministic).
+the partials of one output in one block, or in one thread when there are many outputs
+(no atomics, so results are deterministic).
 Each thread keeps several independent accumulators and the partials are combined in
 a tree, so float32 sums are accurate well beyond a sequential sum.
 """
@@ -248,6 +249,14 @@ extern "C" __global__ void __launch_bounds__(256) finish_kernel(
   for (int i = threadIdx.x; i < n_part; i += blockDim.x) s = r_combine(s, part[i * n_out + o]);
   s = block_reduce(s, true, sh);
   if (threadIdx.x == 0) r_store(out, out2, o, s, p); }
+
+extern "C" __global__ void finish_each_kernel(
+    const S* part, OUT* out, OUT2* out2, long long n_out, int n_part, P p) {
+  long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= n_out) return;
+  S s = part[o];
+  for (int i = 1; i < n_part; ++i) s = r_combine(s, part[i * n_out + o]);
+  r_store(out, out2, o, s, p); }
 """
 
 
@@ -492,7 +501,12 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
     _driver.launch(idx, fn, (grid_x, grid_y, 1), (bx, by, 1),
                    [ctypes.c_uint64(base), _ptr(out), _ptr(out2), _ptr(part), g, p], stream)
     if part is not None:
-        fin = _nvrtc.get_function(src, "finish_kernel", idx)
-        _driver.launch(idx, fin, (n_out, 1, 1), (_THREADS, 1, 1),
-                       [_ptr(part), _ptr(out), _ptr(out2), ctypes.c_longlong(n_out),
-                        ctypes.c_int(grid_y), p], stream)
+        args = [_ptr(part), _ptr(out), _ptr(out2), ctypes.c_longlong(n_out),
+                ctypes.c_int(grid_y), p]
+        if n_out >= _THREADS:  # many outputs: one thread each, reading coalesced partials
+            fin = _nvrtc.get_function(src, "finish_each_kernel", idx)
+            _driver.launch(idx, fin, (-(-n_out // _THREADS), 1, 1), (_THREADS, 1, 1), args,
+                           stream)
+        else:
+            fin = _nvrtc.get_function(src, "finish_kernel", idx)
+            _driver.launch(idx, fin, (n_out, 1, 1), (_THREADS, 1, 1), args, stream)
