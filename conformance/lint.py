@@ -10,11 +10,14 @@ that make a check pass whatever the target does:
     branch of ``X if target == "torch" else Y`` is tried, since one target may take the
     branch that compares a value with itself.
 ``relative-only``
-    a case whose ``true`` checks compare results of the program with each other
-    (``t.equal(a, b)``, ``a == b``) and that has no ``value`` check with ``equals`` /
-    ``equals_np``: a target that computes every result wrongly, but the same way,
-    passes. One absolute value check (a literal or a numpy expression; refimpl also
-    compares it with the torch golden) anchors the case.
+    a case whose expectations only compare results of the program with each other as
+    tensors (``t.equal(a, b)``, ``allclose``: in a ``true`` check, or in the program
+    with a ``value`` check of bools only, such as ``[True, True]``) and that has no
+    other ``value`` check: a target that computes every result wrongly, but the same
+    way, passes. One value check with a literal, a numpy expression, or no expectation
+    (refimpl then compares it with the torch golden) anchors the case. Comparing inputs
+    or tensors built from literals is not relative: the comparison function itself is
+    then under test.
 ``raises-without-match``
     an expected exception with no message pattern: any error of that type passes,
     including one raised for an unrelated reason.
@@ -87,7 +90,8 @@ def _parse(code: str, mode: str = "eval") -> ast.AST | None:
 class _Aliases:
     """Names the program assigns exactly once, to resolve ``x`` to what it stands for."""
 
-    def __init__(self, program: ast.AST | None) -> None:
+    def __init__(self, program: ast.AST | None, inputs: tuple[str, ...] = ()) -> None:
+        self.inputs = set(inputs)
         counts: dict[str, int] = {}
         values: dict[str, ast.expr] = {}
         self.environ: set[str] = set()
@@ -136,6 +140,19 @@ class _Aliases:
                 return [f"{type(node.op).__name__}({v})" for v in inner]
         return [ast.dump(node)]
 
+    def computed(self, node: ast.expr) -> bool:
+        """Whether ``node`` is a result the program computed: not a literal, not an input
+        of the case, not a tensor built from literals (then the comparison function itself
+        is what the check is about)."""
+        node = self.resolve(node)
+        if _is_literal(node):
+            return False
+        if isinstance(node, ast.Name):
+            return node.id not in self.inputs
+        if isinstance(node, ast.Call) and _func_name(node) in ("tensor", "as_tensor"):
+            return not all(_is_literal(a) for a in node.args)
+        return True
+
     def resolve(self, node: ast.expr, depth: int = 0) -> ast.expr:
         """``node`` with a single-assignment name replaced by its value."""
         while isinstance(node, ast.Name) and node.id in self.values and depth < 6:
@@ -173,6 +190,9 @@ def _is_literal(node: ast.expr) -> bool:
     """A constant, or a display of constants (``[1, 2]``, ``{'a': None}``, ``-1``)."""
     if isinstance(node, ast.Constant):
         return True
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in
+            ("float", "int", "complex") and all(isinstance(a, ast.Constant) for a in node.args)):
+        return True  # float("nan"), float("inf")
     if isinstance(node, ast.UnaryOp):
         return _is_literal(node.operand)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
@@ -231,9 +251,17 @@ def _is_relative(node: ast.AST, aliases: _Aliases) -> bool:
     calls = [n for n in ast.walk(node)
              if isinstance(n, ast.Call) and _func_name(n) in _COMPARE_FUNCS and len(n.args) >= 2]
     return bool(calls) and all(
-        not _is_literal(aliases.resolve(c.args[0])) and not _is_literal(aliases.resolve(c.args[1]))
-        for c in calls
+        aliases.computed(c.args[0]) and aliases.computed(c.args[1]) for c in calls
     )
+
+
+def _informative(value: object) -> bool:
+    """Whether a literal says more than pass or fail (not only bools and None)."""
+    if isinstance(value, (list, tuple)):
+        return any(_informative(v) for v in value)
+    if isinstance(value, dict):
+        return any(_informative(v) for v in value.values())
+    return not (isinstance(value, bool) or value is None)
 
 
 def _always_type(node: ast.expr, aliases: _Aliases) -> str | None:
@@ -294,7 +322,7 @@ def lint_case(case: Case) -> list[Finding]:
         found.append(Finding(case.path, line, case.base_id, rule, detail))
 
     program = _parse(case.program, "exec")
-    aliases = _Aliases(program)
+    aliases = _Aliases(program, tuple(i.name for i in case.inputs))
     relative: list[tuple[int, str]] = []
     if program is not None:
         for line, detail in _target_duplicates(program, aliases):
@@ -310,11 +338,19 @@ def lint_case(case: Case) -> list[Finding]:
         add(case.line, "raises-without-match", f"raises {case.raises.type}")
     absolute = False
     fixed = {*case.params, "target", *aliases.environ}
+    relative_calls = [] if program is None else [
+        ast.unparse(n) for n in ast.walk(program)
+        if isinstance(n, ast.Call) and _func_name(n) in _COMPARE_FUNCS and _is_relative(n, aliases)
+    ]
     for check in case.expect:
         if check.kind == "raises" and not check.data["raises"].match:
             add(check.line, "raises-without-match", f"{check.data['raises'].type} from {check.label}")
         if check.kind == "value":
-            absolute = True  # a literal, numpy, or (no expectation) the torch golden
+            if "equals" in check.data and not _informative(check.data["equals"]) and relative_calls:
+                # [True, True] of t.equal(a, b) computed in the program: pass/fail only
+                relative.append((check.line, f"{check.label} (from {relative_calls[0]})"))
+            else:
+                absolute = True  # a literal, numpy, or (no expectation) the torch golden
         if check.kind not in ("true", "value"):
             continue
         tree = _parse(check.data[check.kind])

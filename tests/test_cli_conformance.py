@@ -53,7 +53,7 @@ def mixed(tmp_path: Path) -> Path:
 
 
 def test_commands_are_exported() -> None:
-    assert [c.name for c in COMMANDS] == ["run-conformance", "list-cases", "coverage"]
+    assert [c.name for c in COMMANDS] == ["run-conformance", "list-cases", "coverage", "lint-cases"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in BAD.glob("*.yaml")))

@@ -128,3 +128,44 @@ def test_command_line(tmp_path: Path) -> None:
     assert "d.one: [self-comparison]" in result.output and "1 finding(s)" in result.output
     clean = CliRunner().invoke(lint_command, [])
     assert clean.exit_code == 0 and "no findings" in clean.output
+
+
+def test_seed_map_says_what_every_pending_test_waits_for() -> None:
+    from conformance import seedmap
+
+    documents, errors = seedmap.load_seed_map(seedmap.SEED_MAP_DIR)
+    assert errors == []
+    vague = [f"{t.document}::{t.test}" for doc in documents for t in doc.tests
+             if t.status != "ported" and t.reason.strip().lower().rstrip(".") in
+             ("not ported yet", "not ported", "todo", "later")]
+    assert vague == []
+    clauses, spec_problems = seedmap.parse_spec(seedmap.SPEC_DIR)
+    data = seedmap.coverage(load_cases().cases, documents, clauses)
+    assert spec_problems + data["problems"] == []
+
+
+def test_bools_of_tensor_comparisons_need_an_anchor(tmp_path: Path) -> None:
+    # autograd.threads.simple_backward before the lint: [True] * 10 of t.equal(...)
+    body = """
+      - id: e.one
+        source: research
+        program: |
+          x = t.ones(5, 5, requires_grad=True)
+          ((x + 3) * (x + 4) * 0.5).sum().backward()
+          results = [bool(t.equal(x.grad, x + 3.5))]
+        expect:
+          - value: results
+            equals: [true]
+    """
+    assert _findings(tmp_path, body) == [("relative-only", 10)]
+    nan = """
+      - id: e.two
+        source: research
+        program: |
+          x = t.tensor([float("nan"), 1.0])
+          close = t.isclose(x, x)
+        expect:
+          - value: close
+            equals: [false, true]
+    """
+    assert _findings(tmp_path / "again", nan) == []
