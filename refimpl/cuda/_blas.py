@@ -10,9 +10,12 @@ installs never load them.
 
 Conventions (the same as torch's CUDA backend):
 
-* One cuBLAS handle per (thread, device, stream), created on first use on the
-  device's primary context and bound to that stream; each has a workspace taken from
-  refimpl's caching allocator on the same stream (size from
+* One cuBLAS handle per (thread, device), created on first use on the device's
+  primary context and bound to the current stream before each call (creating a
+  handle is not allowed while a stream captures a CUDA graph, binding one is); one
+  workspace per (thread, device, stream), taken from refimpl's caching allocator on
+  that stream, so a workspace first needed inside a capture comes from the graph's
+  private pool (size from
   ``CUBLAS_WORKSPACE_CONFIG``, torch's format ``:SIZE_KiB:COUNT[:SIZE_KiB:COUNT...]``,
   default ``:4096:8`` on compute capability 9.0 and newer, ``:4096:2:16:8`` before).
 * Math modes, set on the handle for every call: float32 and complex64 products use
@@ -74,10 +77,13 @@ def blas_dtype(dtype: D.dtype) -> bool:
 # -- handles and workspaces --------------------------------------------------------------
 
 class _Handles(threading.local):
-    """This thread's handles: (device, stream) -> (handle, workspace tensor)."""
+    """This thread's handles (device -> handle), the stream each is bound to, and the
+    workspaces ((device, stream) -> workspace tensor or None)."""
 
     def __init__(self) -> None:
-        self.table: dict[tuple[int, int], tuple[int, Tensor | None]] = {}
+        self.handles: dict[int, int] = {}
+        self.bound: dict[int, int] = {}
+        self.workspaces: dict[tuple[int, int], Tensor | None] = {}
 
 
 _handles = _Handles()
@@ -98,28 +104,35 @@ def workspace_size(device: int) -> int:
 
 
 def handle(device: int | None = None, stream: int | None = None) -> int:
-    """The cuBLAS handle of this thread for ``device`` and ``stream`` (current ones by
-    default), bound to that stream with its workspace."""
+    """This thread's cuBLAS handle for ``device``, bound to ``stream`` (current ones by
+    default) with that stream's workspace."""
     _lazy_init()
     idx = _device._tls_device() if device is None else int(device)
     if stream is None:
         stream = streams.current_stream(idx).cuda_stream
-    key = (idx, int(stream))
-    entry = _handles.table.get(key)
-    if entry is None:
-        cublas = _lib()
+    stream = int(stream)
+    tls = _handles
+    h = tls.handles.get(idx)
+    if h is None:
         _driver.use_device(idx)
-        h = cublas.create()
-        cublas.set_stream(h, key[1])
-        nbytes = workspace_size(idx)
-        ws = None
-        if nbytes:
-            from refimpl._device import device as _dev
+        h = tls.handles[idx] = _lib().create()
+    if tls.bound.get(idx) != stream:
+        cublas = _lib()
+        cublas.set_stream(h, stream)
+        key = (idx, stream)
+        if key not in tls.workspaces:
+            nbytes = workspace_size(idx)
+            ws = None
+            if nbytes:
+                from refimpl._device import device as _dev
 
-            ws = Tensor._empty((nbytes,), D.uint8, _dev("cuda", idx))
-            cublas.set_workspace(h, ws._storage._data.ptr, nbytes)
-        entry = _handles.table[key] = (h, ws)
-    return entry[0]
+                ws = Tensor._empty((nbytes,), D.uint8, _dev("cuda", idx))
+            tls.workspaces[key] = ws
+        ws = tls.workspaces[key]
+        if ws is not None:
+            cublas.set_workspace(h, ws._storage._data.ptr, ws.numel())
+        tls.bound[idx] = stream
+    return h
 
 
 def version() -> int:
