@@ -418,10 +418,13 @@ def source(r: Reducer, in_dtype: str, cast: str, out: str, out2: str) -> str:
     return _sources.setdefault(key, src)
 
 
-def _sm_count(idx: int, cache: dict = {}) -> int:  # noqa: B006 - a per-process cache
-    n = cache.get(idx)
+_sm_counts: dict[int, int] = {}
+
+
+def _sm_count(idx: int) -> int:
+    n = _sm_counts.get(idx)
     if n is None:
-        n = cache[idx] = _driver.device_attribute(idx, "MULTIPROCESSOR_COUNT")
+        n = _sm_counts[idx] = _driver.device_attribute(idx, "MULTIPROCESSOR_COUNT")
     return n
 
 

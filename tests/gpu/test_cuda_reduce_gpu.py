@@ -270,6 +270,18 @@ def test_large_reductions_split_across_blocks(op, shape, dim):
     same(fn(t, r, dim, False), fn(torch, q, dim, False), "float32")
 
 
+def test_float32_sum_accuracy_is_torchs():
+    """A float32 sum of 2^24 values accumulates in float32 in a blocked, tree-combined
+    order: its error against the exact sum stays within a small factor of torch's."""
+    arr = np.random.default_rng(11).random(1 << 24, dtype=np.float32) + 0.5
+    exact = float(np.sum(arr, dtype=np.float64))
+    r, q = pair(arr, "float32")
+    err_r = abs(r.sum().item() - exact)
+    err_q = abs(q.sum().item() - exact)
+    assert err_r <= 4 * err_q + 4 * np.spacing(np.float32(exact)), (err_r, err_q)
+    assert err_r / exact < 1e-5
+
+
 @pytest.mark.parametrize("shape,dim", [((64, 8192), -1), ((3, 5000), 1), ((17, 100003), 1),
                                        ((300, 40), 0), ((5, 4, 3), 1)])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
@@ -327,6 +339,19 @@ def test_empty_and_zero_dim_reductions():
         same(fn(t, s, 0, False), fn(torch, qs, 0, False), "float32")
     same(t.softmax(s, 0), torch.softmax(qs, 0), "float32")
     same(t.cumsum(s, 0), torch.cumsum(qs, 0), "float32")
+
+
+def test_expanded_and_offset_views():
+    r, q = pair(host((1, 7), "float32", 9), "float32")
+    re, qe = r.expand(1000, 7), q.expand(1000, 7)
+    same(re.sum(0), qe.sum(0), "float32")
+    same(re.amax(1), qe.amax(1), "float32")
+    same(re.argmax(0), qe.argmax(0), "float32", exact=True)
+    same(re.var(0), qe.var(0), "float32")
+    r, q = pair(host((50, 41), "float32", 10), "float32")
+    same(r[3:, 5:].sum(1), q[3:, 5:].sum(1), "float32")
+    same(r[1:, 1:].softmax(1), q[1:, 1:].softmax(1), "float32")
+    same(r[:, 1::2].mean(0), q[:, 1::2].mean(0), "float32")
 
 
 def test_outputs_stay_on_the_gpu_without_host_compute():
