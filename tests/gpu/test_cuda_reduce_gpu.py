@@ -305,6 +305,28 @@ def test_complex_reductions_match_torch(op, dtype):
     same(t.prod(r[0, 0, :8]), torch.prod(q[0, 0, :8]), tol)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32"])
+@pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "max", "min", "argmax",
+                                "argmin", "all", "any", "count_nonzero", "cumsum", "cummax"])
+def test_small_integer_dtypes_match_torch(op, dtype):
+    rng = np.random.default_rng(6)
+    low = 0 if dtype == "uint8" else -100
+    arr = rng.integers(low, 100, SHAPE)
+    if op == "prod":
+        arr = rng.integers(0 if dtype == "uint8" else -2, 3, SHAPE)
+    r, q = pair(arr, dtype)
+    for dim in (None, 1, -1):
+        if op in SCANS:
+            if dim is not None:
+                same(SCANS[op](t, r, dim), SCANS[op](torch, q, dim), "int64")
+            continue
+        fn = MULTI.get(op) or SINGLE[op]
+        if dim is None and op in ("argmax", "argmin", "max", "min"):
+            same(fn(t, r, None, False), fn(torch, q, None, False), "int64")
+            continue
+        same(fn(t, r, dim, False), fn(torch, q, dim, False), "int64")
+
+
 def test_argmax_first_occurrence_and_nan():
     arr = np.array([[1.0, 3.0, 3.0, 2.0], [np.nan, 5.0, np.nan, 1.0], [0, 0, 0, 0]])
     for dtype in ("float32", "float16", "float64"):
