@@ -17,7 +17,7 @@ import ctypes
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.cuda import _driver, _kernels, _nvrtc, streams
-from refimpl.cuda._reduce import _ACC, PRELUDE, _cast_expr, _coalesce, _converter, _decode
+from refimpl.cuda._reduce import _ACC, PRELUDE, _cast_expr, _converter, _decode
 
 MAX_DIMS = 8
 _BLOCK = 128
@@ -121,9 +121,6 @@ def scan(op: str, x: Tensor, dim: int, out_dtype: D.dtype, cast: D.dtype | None 
 
 def _coalesce_pairs(dims: list) -> list:
     """Coalesce (size, input stride, output stride) triples contiguous in both."""
-    merged = _coalesce([(s, a) for s, a, _ in dims])
-    if len(merged) == len([d for d in dims if d[0] != 1]):
-        return [d for d in dims if d[0] != 1]
     out: list = []
     for s, a, b in dims:
         if s == 1:
