@@ -37,6 +37,7 @@ class Size(tuple):
 
 
 _STRIDES: dict[tuple, tuple] = {}
+_new = object.__new__
 
 
 def contiguous_strides(shape) -> tuple:
@@ -94,13 +95,25 @@ class Tensor(TensorAutogradMixin):
         """A fresh contiguous tensor (uninitialised contents on cuda, zeros on cpu)."""
         if dtype is D.complex32:
             raise NotImplementedError("refimpl does not implement complex32 tensors")
-        shape = tuple(shape)
+        if type(shape) is not tuple:
+            shape = tuple(shape)
         nbytes = math.prod(shape) * dtype.itemsize
         if dev.type == "cuda" and dev.index is not None:
             storage = UntypedStorage._on_cuda(nbytes, dev)  # the allocation fast path
         else:
             storage = UntypedStorage(nbytes, device=dev)
-        return cls._make(storage, shape, contiguous_strides(shape), 0, dtype)
+        # _make written out (fresh tensors are made on every op): no base, a new counter
+        t = _new(cls)
+        t._storage = storage
+        t._shape = shape
+        t._stride = _STRIDES.get(shape) or contiguous_strides(shape)
+        t._offset = 0
+        t.dtype = dtype
+        counter = t._version_counter = _new(VersionCounter)  # VersionCounter(0), no call
+        counter.version = 0
+        t._base = None
+        t._np_cache = None
+        return t
 
     @classmethod
     def _from_array(cls, array, dtype: D.dtype | None = None) -> Tensor:

@@ -9,6 +9,7 @@ what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch
 from __future__ import annotations
 
 from refimpl.cuda import _allocator, _device, _lazy, streams
+from refimpl.cuda._allocator_core import _ONE_EXABYTE
 from refimpl.cuda._lazy import _lazy_init
 
 # the allocator registry (device index -> CachingAllocator), read without its lock
@@ -55,11 +56,43 @@ class DeviceAllocation:
                 pass
 
 
+_new = object.__new__
+_stream_tls = streams._tls  # this thread's current streams (see current_stream_handle)
+
+
 def allocate_on(nbytes: int, index: int) -> DeviceAllocation:
-    """A fresh allocation on device ``index`` (checked once per device)."""
-    if index not in _allocators:
+    """A fresh allocation on device ``index`` (checked once per device).
+
+    ``DeviceAllocation(nbytes, index)`` written out: this runs for every CUDA tensor
+    made. The block is taken before the object exists, so a failed allocation
+    leaves nothing for the finalizer.
+    """
+    if not _lazy._initialized:
+        _lazy_init()
+    try:
+        alloc = _allocators[index]
+    except KeyError:
         _device._check_ordinal(index)
-    return DeviceAllocation(nbytes, index)
+        alloc = _allocator.get_device_allocator(index)
+    if nbytes:
+        # streams.current_stream_handle(index), written out
+        table = _stream_tls.streams
+        current = table.get(index) if table else None
+        stream = 0 if current is None else current.cuda_stream
+        # allocate() applies torch's 1 EB guard; below it, malloc() is what it calls
+        block = (alloc.malloc(nbytes, stream) if nbytes < _ONE_EXABYTE
+                 else alloc.allocate(nbytes, stream))
+        allocation = _new(DeviceAllocation)
+        allocation.block = block
+        allocation.ptr = block.address
+    else:
+        allocation = _new(DeviceAllocation)
+        allocation.block = None
+        allocation.ptr = 0
+    allocation._allocator = alloc
+    allocation.nbytes = nbytes
+    allocation.device_index = index
+    return allocation
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:

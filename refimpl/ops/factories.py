@@ -7,7 +7,7 @@ import contextlib
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl._device import CPU, as_device, resolve
+from refimpl._device import CPU, as_device, cuda_device, resolve
 from refimpl._dispatch import MODE_STACK
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
@@ -164,6 +164,11 @@ zeros = _filled(0)
 zeros.__doc__ = "A tensor of zeros of the given shape."
 ones = _filled(1)
 ones.__doc__ = "A tensor of ones of the given shape."
+
+
+_cuda_current_index = None  # refimpl.cuda.current_device, bound on first use
+
+
 def empty(*size, dtype=None, device=None, requires_grad: bool = False,
           pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
     """A tensor of the given shape with unspecified contents (zeros on the CPU)."""
@@ -175,9 +180,18 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
     else:
         shape = _shape_args(size)
     dt = D.get_default_dtype() if dtype is None else D.dtype_from_any(dtype)
-    dev = CPU if device is None else resolve(device)
+    if device is None:
+        dev = CPU
+    elif device.__class__ is str and device == "cuda":
+        # resolve("cuda") in two calls instead of five: the current device's object
+        global _cuda_current_index
+        if _cuda_current_index is None:
+            from refimpl.cuda import current_device as _cuda_current_index
+        dev = cuda_device(_cuda_current_index())
+    else:
+        dev = resolve(device)
     if dev.type == "cuda" and not MODE_STACK:
-        t = _empty_cuda(shape, dtype=dt, device=dev)
+        t = Tensor._empty(shape, dt, dev)  # _empty_cuda(zeroed=False), without the call
     else:
         t = empty_op(shape, dtype=dt, device=dev)
     if out is not None:
