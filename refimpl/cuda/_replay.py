@@ -21,7 +21,12 @@ from typing import Any
 from refimpl.cuda._allocator import AddressSpaceSource, Block, CachingAllocator
 from refimpl.cuda._allocator_config import parse_allocator_settings
 from refimpl.cuda._errors import OutOfMemoryError
-from refimpl.cuda._replay_snapshot import SnapshotReplay, replay_snapshot
+from refimpl.cuda._replay_snapshot import ReplaySource, SnapshotReplay, replay_snapshot
+
+# A simulated device handing out the recorded segment addresses in order (shared with
+# the snapshot replay): best fit breaks ties between equal free blocks by address, so
+# a faithful replay needs the addresses the real cudaMalloc returned.
+ScriptedAddressSource = ReplaySource
 
 __all__ = [
     "FIGURE_KEYS",
@@ -86,36 +91,6 @@ class Mismatch:
             f"run {self.run!r} step {self.step} ({self.op}): {self.key} "
             f"expected {self.expected}, refimpl {self.actual}"
         )
-
-
-class ScriptedAddressSource(AddressSpaceSource):
-    """A simulated device that hands out recorded segment addresses, in order.
-
-    Best fit breaks ties between equal free blocks by address, so a faithful replay
-    needs the addresses the real ``cudaMalloc`` returned. Once a request differs
-    from the script (another size), the source falls back to fresh addresses and
-    :attr:`diverged` is set.
-    """
-
-    def __init__(self, capacity: int, script: list[tuple[int, int]]) -> None:
-        top = max((a + n for a, n in script), default=0)
-        super().__init__(capacity, base=max(top, 1 << 40) + (1 << 30))
-        self.script = list(script)
-        self.position = 0
-        self.diverged = False
-
-    def allocate(self, nbytes: int) -> int | None:
-        """The next recorded address when it was recorded for this size."""
-        if not self.diverged and self.position < len(self.script):
-            address, size = self.script[self.position]
-            if size == nbytes and self.used + nbytes <= self.capacity:
-                self.position += 1
-                self.live[address] = nbytes
-                self.used += nbytes
-                self.num_allocations += 1
-                return address
-            self.diverged = True
-        return super().allocate(nbytes)
 
 
 def _run_allocator(run: dict[str, Any], meta: dict[str, Any]) -> CachingAllocator:
