@@ -531,6 +531,10 @@ def synchronize(device: Any = None) -> None:
     _lazy_init()
     with _device_context(device):
         _driver.synchronize(_tls_device())
+    # a synchronizing point: report an out-of-range index a kernel recorded (_index)
+    from refimpl.cuda import _index
+
+    _index.raise_pending()
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:

@@ -22,8 +22,11 @@ Index bounds: torch's CUDA kernels stop on a device-side assert. Here an out-of-
 index is never dereferenced: the kernel skips that element (a gather writes zero) and
 records the first bad index in a small pinned host record that the device writes
 through unified addressing. :func:`raise_pending` reads it on the host at the next
-synchronizing point (a device-to-host copy, or an op that syncs for its output size)
-and raises torch's CPU error for the op (IndexError or RuntimeError with its message).
+synchronizing point (a device-to-host copy such as ``.cpu()``/``.item()``,
+``torch.cuda.synchronize()``, or an op that syncs for its output size) and raises
+torch's CPU error for the op (IndexError or RuntimeError with its message), once.
+Unlike torch's device-side assert, the CUDA context stays usable afterwards. Stream and
+event synchronization do not read the record.
 """
 
 from __future__ import annotations

@@ -8,9 +8,13 @@ tensors; nothing is read on the host. A 0-dim tensor takes part as a 1-element 1
 
 from __future__ import annotations
 
+import ctypes
+
+import numpy as np
+
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor
-from refimpl.cuda import _index, _kernels, streams
+from refimpl._tensor import Tensor, contiguous_strides
+from refimpl.cuda import _index, _kernels, _nvrtc, _tensor_ops, streams
 from refimpl.cuda._index import IndexArg
 
 
@@ -40,8 +44,6 @@ def empty(shape, dtype: D.dtype, like: Tensor) -> Tensor:
 def scalar(value, dtype: D.dtype, like: Tensor) -> Tensor:
     """A 0-dim tensor of ``dtype`` on ``like``'s device holding ``value`` (torch's fill
     conversion). A tensor value is copied on the device."""
-    from refimpl.cuda import _tensor_ops
-
     out = empty((), dtype, like)
     if isinstance(value, Tensor):
         _tensor_ops.copy_(out, value)
@@ -52,8 +54,6 @@ def scalar(value, dtype: D.dtype, like: Tensor) -> Tensor:
 
 def copy_into(dst: Tensor, src: Tensor) -> None:
     """``dst[...] = src`` (broadcast, cast) on the device, without a version bump."""
-    from refimpl.cuda import _tensor_ops
-
     _tensor_ops.copy_(dst, src)
 
 
@@ -161,8 +161,6 @@ def index_select(self: Tensor, d: int, index: Tensor, out_shape) -> Tensor:
 
 
 def _contig(shape) -> list:
-    from refimpl._tensor import contiguous_strides
-
     return list(contiguous_strides(tuple(shape)))
 
 
@@ -302,10 +300,6 @@ extern "C" __global__ void masked_fill(T* out, const unsigned char* mask, const 
 
 def masked_fill(self: Tensor, mask: Tensor, value, shape) -> Tensor:
     """``self`` broadcast to ``shape`` with ``value`` where ``mask`` (broadcast) is True."""
-    import ctypes
-
-    from refimpl.cuda._tensor_ops import _expanded_strides
-
     out = empty(shape, self.dtype, self)
     copy_into(out, self)
     n = out.numel()
@@ -316,14 +310,14 @@ def masked_fill(self: Tensor, mask: Tensor, value, shape) -> Tensor:
     dev = device_index(out)
     name = _kernels._name(self.dtype)
     source = _kernels._PRELUDE + _index.dtype_defs(name) + _MASKED_FILL
-    fn = _kernels._nvrtc.get_function(source, "masked_fill", dev)
-    mstr = _expanded_strides(mask, tuple(shape))
+    fn = _nvrtc.get_function(source, "masked_fill", dev)
+    mstr = _tensor_ops._expanded_strides(mask, tuple(shape))
     cshape, (ostr, mstr) = _kernels._coalesce(list(shape), _contig(shape), mstr)
     meta = _kernels._meta(n, cshape, ostr, mstr)
-    _kernels._launch(fn, dev, stream(dev), n, [ctypes.c_uint64(ptr(out)), ctypes.c_uint64(ptr(mask)),
+    _kernels._launch(fn, dev, stream(dev), n, [ctypes.c_uint64(ptr(out)),
+                                               ctypes.c_uint64(ptr(mask)),
                                                ctypes.c_uint64(ptr(val)), meta])
     return out
-
 
 
 # -- scatter_reduce / index_reduce -----------------------------------------------------------------
@@ -348,8 +342,6 @@ def reduce_into(self: Tensor, d: int, index: Tensor, src: Tensor, reduce: str,
     """A copy of ``self`` with ``src`` combined at ``index`` along ``d`` by ``reduce``
     (sum, prod, mean, amax, amin); ``along`` is "scatter" (scatter_reduce: index shaped
     like src) or "index" (index_reduce: slices of src go to slices index[i])."""
-    import numpy as np
-
     from refimpl.ops.scatter_reduce import _identity
 
     out = clone(self)
@@ -370,8 +362,6 @@ def reduce_into(self: Tensor, d: int, index: Tensor, src: Tensor, reduce: str,
     put(out, src, reduce)
     if reduce != "mean":
         return out
-    from refimpl.cuda import _tensor_ops
-
     count = empty(out._shape, D.int64, out)
     _tensor_ops.fill_(count, 1 if include_self else 0)
     if along == "scatter":
@@ -383,10 +373,8 @@ def reduce_into(self: Tensor, d: int, index: Tensor, src: Tensor, reduce: str,
     integral = self.dtype.category < 2
     source = (_index.INDEX_PRELUDE + _index.dtype_defs(name)
               + ("#define INTEGRAL\n" if integral else "") + _MEAN)
-    import ctypes
-
     dev = device_index(out)
-    fn = _kernels._nvrtc.get_function(source, "mean_kernel", dev)
+    fn = _nvrtc.get_function(source, "mean_kernel", dev)
     n = out.numel()
     _kernels._launch(fn, dev, stream(dev), n, [ctypes.c_uint64(ptr(out)),
                                                ctypes.c_uint64(ptr(count)), ctypes.c_longlong(n)])

@@ -270,8 +270,9 @@ def unique(x: Tensor, consecutive: bool) -> tuple:
     starts = empty((max(count, 1),), D.int64, x)
     counts = empty((count,), D.int64, x)
     if n:
-        _call(x.dtype, "unique_out", dev, n, [_u(v), _u(order if order is not None else 0), _u(flags), _u(pos),
-                                              _ll(n), _u(vals), _u(inverse), _u(starts)])
+        order_ptr = _u(order if order is not None else 0)
+        _call(x.dtype, "unique_out", dev, n, [_u(v), order_ptr, _u(flags), _u(pos), _ll(n),
+                                              _u(vals), _u(inverse), _u(starts)])
         _call(x.dtype, "run_lengths", dev, count, [_u(starts), _ll(count), _ll(n),
                                                    _u(counts)])
     return vals, inverse, counts

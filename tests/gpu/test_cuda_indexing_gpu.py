@@ -92,7 +92,7 @@ def both(fn, *arrays, dtype: str = "float32", noncontig: bool = False, index_arr
     return outs
 
 
-# -- gather-style ---------------------------------------------------------------------------------
+# -- gather-style ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("noncontig", [False, True])
@@ -222,6 +222,9 @@ def test_index_out_of_range_raises_at_the_next_sync():
     with pytest.raises(IndexError, match="index out of range in self"):
         s.cpu()
     assert x[t.tensor([5], device="cuda")].tolist() == [5]  # the record was cleared
+    x.take(t.tensor([-9], device="cuda"))
+    with pytest.raises(IndexError, match="tried to access index -9"):
+        t.cuda.synchronize()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -237,7 +240,7 @@ def test_empty_tensors(dtype):
          index_arrays=(np.zeros(0, np.int64),))
 
 
-# -- data movement ----------------------------------------------------------------------------------
+# -- data movement -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("noncontig", [False, True])
@@ -283,7 +286,7 @@ def test_range_factories(dtype):
     same(outs[0], outs[1], exact=dtype == "int64")
 
 
-# -- backward on the GPU ----------------------------------------------------------------------------
+# -- backward on the GPU -----------------------------------------------------------------------
 
 def test_backward_of_gather_index_cat_index_select_on_cuda():
     grads = []
@@ -303,7 +306,7 @@ def test_backward_of_gather_index_cat_index_select_on_cuda():
         same(a, b)
 
 
-# -- compaction and sorting ---------------------------------------------------------------------------
+# -- compaction and sorting --------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("noncontig", [False, True])
@@ -385,7 +388,7 @@ def test_histc():
     both(lambda lib, a: lib.histc(a, bins=10, min=-2, max=2), v, dtype="float32")
 
 
-# -- in-place forms, reduce=, and the device-side checks of the other ops ------------------------------
+# -- in-place forms, reduce=, and the device-side checks of the other ops ----------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "bfloat16"])
 def test_inplace_forms_write_self(dtype):
@@ -456,3 +459,14 @@ def test_cpu_index_tensors_index_a_cuda_tensor():
     with pytest.raises(RuntimeError, match="indices should be either on cpu or on the same "
                                            "device as the indexed tensor"):
         t.arange(3)[t.tensor([1], device="cuda")]
+
+
+def test_sorting_edge_shapes():
+    both(lambda lib, a: (lib.sort(a[:0]), lib.sort(a[:, :1], stable=True), a[:0].argsort(),
+                         lib.unique(a[:0]), a[:0].nonzero()), data((3, 4), "float32"))
+    both(lambda lib, a: (lib.sort(a[0, 0]), a[0, 0].topk(1), a[0, 0].kthvalue(1),
+                         a[0, 0].nonzero()), data((3, 4), "float32"))
+    v = data((3, 2049), "float16")  # rows just over one shared-memory tile
+    v[1, 5] = np.nan
+    both(lambda lib, a: lib.sort(a, dim=1, descending=True, stable=True), v, dtype="float16")
+    both(lambda lib, a: lib.sort(a, dim=0, stable=True), v, dtype="float16", noncontig=True)
