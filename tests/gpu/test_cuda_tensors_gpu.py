@@ -110,6 +110,10 @@ def test_record_stream_defers_reuse():
 
 
 def test_ops_without_cuda_kernels_raise():
+    from refimpl.ops._registry import OpDef
+
+    # an op declared without a CUDA kernel (not registered): no silent CPU fallback
+    op = OpDef("cpu_only_op", meta=lambda x: None, cpu=lambda x: x._np.copy())
     x = t.ones(2, device="cuda")
-    with pytest.raises(NotImplementedError, match="no CUDA kernel for 'isin'"):
-        t.isin(x, x)
+    with pytest.raises(NotImplementedError, match="no CUDA kernel for 'cpu_only_op'"):
+        op(x)
