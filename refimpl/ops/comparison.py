@@ -278,7 +278,34 @@ def _isin_cpu(elements, test_elements, *, assume_unique=False, invert=False):
     return np.asarray(np.isin(a, b, invert=invert))
 
 
-isin = defop("isin", meta=_isin_meta, cpu=_isin_cpu, differentiable=False,
+def _isin_cuda(elements, test_elements, *, assume_unique=False, invert=False):
+    """isin on the device, composed of device ops as torch's CUDA kernel is: a brute-force
+    comparison for small test sets, sort + searchsorted for large ones."""
+    dtype = _isin_operands(elements, test_elements)
+    if not isinstance(test_elements, Tensor):
+        out = elements.to(dtype) == test_elements
+    elif not isinstance(elements, Tensor):
+        out = (test_elements.to(dtype) == elements).any()
+    else:
+        el = elements.to(dtype)
+        tst = test_elements.to(dtype).reshape(-1)
+        if tst.numel() == 0:
+            from refimpl.ops.factories import zeros
+
+            out = zeros(el.shape, dtype=D.bool_, device=el.device)  # an empty set holds nothing
+        elif el.numel() * tst.numel() <= 1 << 24:
+            out = (el.unsqueeze(-1) == tst).any(-1)
+        else:
+            from refimpl.ops.searching import searchsorted
+
+            ordered = tst.sort().values
+            flat = el.reshape(-1)
+            idx = searchsorted(ordered, flat).clamp(max=ordered.numel() - 1)
+            out = (ordered[idx] == flat).reshape(el.shape)
+    return out.logical_not() if invert else out
+
+
+isin = defop("isin", meta=_isin_meta, cpu=_isin_cpu, cuda=_isin_cuda, differentiable=False,
              extra={"method": False})
 
 

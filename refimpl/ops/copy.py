@@ -224,8 +224,14 @@ def _pin_memory_cpu(self: Tensor, device=None) -> Tensor:
     return _tensor_ops.pin_memory(self)
 
 
+def _pin_memory_cuda(self: Tensor, device=None) -> Tensor:
+    # pinning is a property of host memory: a device tensor is refused, as in torch
+    raise RuntimeError(
+        f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+
+
 # A copy into pinned memory: differentiable with an identity gradient (CUDAMEM-404).
-pin_memory = defop("pin_memory", meta=_same_meta, cpu=_pin_memory_cpu,
+pin_memory = defop("pin_memory", meta=_same_meta, cpu=_pin_memory_cpu, cuda=_pin_memory_cuda,
                    backward=lambda ctx, g: (g,), jvp=lambda ctx, t: t.clone(),
                    node="PinMemoryBackward0")
 
