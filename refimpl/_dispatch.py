@@ -17,12 +17,15 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._device import CPU, device, resolve
-from refimpl._state import STATE
+from refimpl._state import FW, STATE
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec
 
 # Python modes, innermost last (refimpl.utils._python_dispatch pushes and pops them).
 MODE_STACK: list = []
+# refimpl.autograd.forward_ad.forward_layer (installed when that module loads; it runs
+# instead of the autograd layer only while a forward-AD level is active)
+FORWARD_LAYER = None
 
 
 def tensors_in(args, kwargs=None) -> list:
@@ -56,6 +59,8 @@ def dispatch(op: OpDef, args: tuple, kwargs: dict):
         if dev is not None and type(dev) is device and dev.type == "cuda" and op.cuda:
             return op.cuda(*args, **kwargs)
         return kernel_layer(op, args, kwargs)
+    if FW.active:
+        return FORWARD_LAYER(op, args, kwargs)
     if kwargs and kwargs.get("out") is not None:
         return _with_out(op, args, kwargs)
     return autograd_layer(op, args, kwargs)

@@ -119,8 +119,16 @@ def _as_strided_back(ctx, g):
                                 geom[2] if off is None else off),)
 
 
+def _as_strided_jvp(ctx, tg, *_):
+    if tg is None:
+        return None
+    off = ctx.args[3] if len(ctx.args) > 3 else ctx.kwargs.get("storage_offset")
+    return tg.as_strided(tuple(ctx.args[1]), tuple(ctx.args[2]),
+                         ctx.kwargs["_input_geometry"][2] if off is None else off)
+
+
 as_strided_op_ = _inplace_view("as_strided_", as_strided_geometry, "AsStridedBackward1",
-                               _as_strided_back)
+                               _as_strided_back, _as_strided_jvp)
 as_strided_op_.extra["method"] = False
 
 
