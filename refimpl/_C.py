@@ -1,3 +1,4 @@
+# ruff: noqa: N999 (torch names this module _C)
 """The few ``torch._C`` switches that tests and user code call directly.
 
 torch exposes these from its C++ extension; refimpl keeps the state in Python

@@ -405,12 +405,20 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     if check_batched_forward_grad and not check_forward_ad:
         raise AssertionError(
             "Setting check_batched_forward_grad=True requires check_forward_ad to be True")
-    if check_forward_ad:
-        raise NotImplementedError("refimpl's gradcheck does not check forward-mode AD yet")
+    if check_batched_forward_grad:
+        raise NotImplementedError(
+            "refimpl's gradcheck has no vmap: check_batched_forward_grad is not supported")
     inputs = _as_tuple(inputs)
     try:
-        return _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                          check_grad_dtypes, check_backward_ad, fast_mode)
+        if check_backward_ad:
+            _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
+                       check_grad_dtypes, check_backward_ad, fast_mode)
+        if check_forward_ad:
+            from refimpl.autograd._gradcheck_forward import forward_check
+
+            forward_check(func, inputs, eps, rtol, atol, check_grad_dtypes,
+                          check_undefined_grad)
+        return True
     except GradcheckError:
         if raise_exception:
             raise
