@@ -195,16 +195,32 @@ def _make_view(op: OpDef, args: tuple, kwargs: dict):
 
 
 def _alias(src: Tensor, spec: ViewSpec) -> Tensor:
-    base = src._base if src._base is not None else src
+    # a view of an inference tensor is a plain alias, not a view (INFER-005/010)
+    base = None if src._is_inference else (src._base if src._base is not None else src)
     t = Tensor._make(src._storage, spec.shape, spec.stride, spec.offset,
                      spec.dtype or src.dtype, src._version_counter, base)
     t._is_inference = src._is_inference
     return t
 
 
+INFERENCE_INPLACE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+    "clone to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
+
+
+def check_inplace_allowed(t: Tensor) -> None:
+    """Inference tensors may only be written inside inference mode (INFER-009)."""
+    if t._is_inference and not STATE.inference_mode:
+        raise RuntimeError(INFERENCE_INPLACE)
+
+
 def _inplace(op: OpDef, args: tuple, kwargs: dict):
     """Compute the base op, check the result fits ``self``, write it, bump the version."""
     self = args[0]
+    if self._is_inference and not STATE.inference_mode:
+        raise RuntimeError(INFERENCE_INPLACE)
     result = kernel_layer(op.base, args, kwargs)
     write_into(self, result, op.name)
     return self
@@ -275,6 +291,7 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
 
 
 def _write_out(out: Tensor, result: Tensor, name: str) -> None:
+    check_inplace_allowed(out)
     if out._storage.device != result._storage.device:
         raise RuntimeError(
             f"Expected out tensor to have device {result.device}, but got {out.device} instead"

@@ -390,6 +390,9 @@ def record(op, args, kwargs):
     if not STATE.grad_enabled:
         return _untracked_view(op, args, kwargs) if op.kind == "view" else \
             below_autograd(op, args, kwargs)
+    if op.kind == "view" and args and _is_tensor(args[0]) and args[0]._is_inference:
+        # a view of an inference tensor is an alias with no history (INFER-010/016)
+        return below_autograd(op, args, kwargs)
     layout, edges, needs = _layout_and_edges(op, args)
     if not any(needs):
         if op.kind == "view":

@@ -103,6 +103,12 @@ class TensorAutogradMixin:
             return self
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._is_inference:
+            from refimpl._state import STATE
+
+            if not STATE.inference_mode:
+                raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                                   "InferenceMode is not allowed.")
         self._rg = bool(requires_grad)
         return self
 

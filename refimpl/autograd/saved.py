@@ -56,6 +56,13 @@ class SavedVariable(SavedTensor):
             self._data = self._packed = self._unpack = self._counter = None
             self._freed = self._is_output = False
             return
+        if tensor._is_inference:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                "created in inference mode in computation tracked by autograd. To work around "
+                "this, you can make a clone to get a normal tensor and use it in autograd, or "
+                "use `torch.no_grad()` instead of `torch.inference_mode()`."
+            )
         self._counter = tensor._version_counter
         self._version = self._counter.version
         self._output_nr = output_nr

@@ -38,6 +38,10 @@ def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def _copy_cpu(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     _check_copy_source(self, src)
     copy_into(self, src)
     return self
@@ -74,6 +78,10 @@ copy_ = defop("copy_", kind="compute", meta=_same_meta, cpu=_copy_cpu, cuda=_cop
 
 
 def _fill_cpu(self: Tensor, value) -> Tensor:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(

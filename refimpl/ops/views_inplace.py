@@ -34,6 +34,10 @@ def _restrider(geometry):
     """A kernel that gives ``self`` the metadata ``geometry(self, ...)`` computes."""
 
     def kernel(self: Tensor, *args, _input_geometry=None, **kwargs) -> Tensor:
+        if self._is_inference:
+            from refimpl._dispatch import check_inplace_allowed
+
+            check_inplace_allowed(self)
         spec = geometry(self, *args, **kwargs)
         self._set_metadata(spec.shape, spec.stride, spec.offset)
         self._version_counter.bump()
@@ -147,6 +151,10 @@ def _storage_bytes(shape, stride, offset: int, itemsize: int) -> int:
 def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
     """Give ``self`` the shape ``sizes`` with contiguous strides, growing the storage when
     it is too small; bumps the version only when the shape changes (TENSOR-022)."""
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     shape = size_args(sizes, "resize_", "size")
