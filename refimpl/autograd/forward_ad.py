@@ -342,6 +342,14 @@ def forward_layer(op, args: tuple, kwargs: dict):
     rule = op.jvp
     if rule is None and op.kind == "inplace" and op.base is not None:
         rule = op.base.jvp
+    src = op.base if op.kind == "inplace" and op.base is not None else op
+    if rule is None and (not src.differentiable or src.backward is None):
+        # no derivative at all (comparisons, eq_): no tangent, and an in-place op on a
+        # dual leaves it a zero tangent
+        out = autograd_layer(op, args, kwargs)
+        if writes:
+            _write_tangent(args[0], None)
+        return out
     if rule is None:
         raise NotImplementedError(_NOT_IMPLEMENTED.format(op.name.split(".")[0]))
     from refimpl.autograd._record import OpContext
