@@ -479,6 +479,11 @@ def _record_inplace(op, args, kwargs):
     from refimpl._dispatch import below_autograd
 
     self = args[0]
+    if self._is_inference and op.extra.get("inplace_view"):
+        # in-place view ops check inference tensors before the leaf rule (as torch)
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     layout, edges, needs = _layout_and_edges(op, args)
     if not any(needs):
         return below_autograd(op, args, kwargs)
