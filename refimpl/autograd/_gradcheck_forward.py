@@ -66,8 +66,6 @@ def forward_check(func, inputs, eps: float, rtol: float, atol: float,
     diff = [x for x in inputs if _is_tensor(x) and x.requires_grad]
     ref = _as_tuple(func(*inputs))
     float_outs = [o for o in ref if _is_float(o)]
-    if check_undefined_grad:
-        _check_undefined_tangents(func, inputs)
     for i, x in enumerate(diff):
         directions = (1.0, 1j) if x.is_complex() else (1.0,)
         for direction in directions:
@@ -85,18 +83,43 @@ def forward_check(func, inputs, eps: float, rtol: float, atol: float,
                     numerical[j][k] = n
             for j, (a, n) in enumerate(zip(analytical, numerical)):
                 if not np.allclose(a, n, rtol=rtol, atol=atol):
-                    raise GradcheckError(_mismatch(a, n, j, i))
+                    prefix = ("While considering the imaginary part of complex inputs only, "
+                              if direction == 1j else "")
+                    raise GradcheckError(prefix + _mismatch(a, n, j, i))
+    if check_undefined_grad:
+        _check_undefined_tangents(func, inputs)
 
 
 def _check_undefined_tangents(func, inputs) -> None:
-    """With no tangent on any input the outputs must have none (or zero ones)."""
+    """Each input in turn gets no tangent (a plain tensor) and a zero tangent while the
+    others have random ones: both runs must give the same output tangents."""
     from refimpl.autograd import forward_ad as fwAD
+    from refimpl.ops.factories import tensor, zeros_like
 
+    rng = np.random.default_rng(0)
+    diff = [x for x in inputs if _is_tensor(x) and x.requires_grad]
     with fwAD.dual_level():
-        outs = _as_tuple(func(*[x.detach() if _is_tensor(x) else x for x in inputs]))
-        for o in outs:
-            if _is_float(o):
-                tg = fwAD.unpack_dual(o).tangent
-                if tg is not None and np.any(np.asarray(tg.detach()._np) != 0):
+        duals = []
+        for x in inputs:
+            if _is_tensor(x) and x.requires_grad:
+                u = rng.standard_normal(x.shape)
+                if x.is_complex():
+                    u = u + 1j * rng.standard_normal(x.shape)
+                x = fwAD.make_dual(x.detach(), tensor(u, dtype=x.dtype))
+            duals.append(x)
+        # torch indexes the duals by the position among the inputs requiring grad
+        for idx, x in enumerate(diff):
+            saved = duals[idx]
+            duals[idx] = fwAD.make_dual(x.detach(), zeros_like(x.detach()))
+            outs1 = [o for o in _as_tuple(func(*duals)) if _is_float(o)]
+            duals[idx] = x.detach()
+            outs2 = [o for o in _as_tuple(func(*duals)) if _is_float(o)]
+            duals[idx] = saved
+            for index_o, (o1, o2) in enumerate(zip(outs1, outs2)):
+                t1, t2 = fwAD.unpack_dual(o1).tangent, fwAD.unpack_dual(o2).tangent
+                if t1 is not None and t2 is not None and not np.allclose(
+                        np.asarray(t1.detach()._np), np.asarray(t2.detach()._np)):
                     raise GradcheckError(
-                        "Expected backward function to handle undefined output grads.")
+                        f"Mismatch in tangent values for output with index: {index_o} when "
+                        f"input: {x} has an undefined tangent value.  Got: {t1} but "
+                        f"expected: {t2}")
