@@ -435,6 +435,17 @@ def function_jvp(cls, ctx, args: tuple, outs: list, raw_outs: list) -> None:
     tangents = [tangent_of(a) if isinstance(a, Tensor) else None for a in args]
     if not any(tg is not None for tg in tangents):
         return
+    if getattr(ctx, "materialize_grads", True):
+        # float inputs without a tangent get zeros (as gradients do in backward)
+        from refimpl.ops.factories import zeros_like
+
+        prev, FW.active = FW.active, False
+        try:
+            tangents = [zeros_like(a) if tg is None and isinstance(a, Tensor)
+                        and a.dtype.category >= 2 else tg for a, tg in zip(args, tangents)]
+        finally:
+            FW.active = prev
+    versions = [tg._version_counter.version if tg is not None else None for tg in tangents]
     ctx._in_jvp = True
     prev, FW.active = FW.active, False
     try:
@@ -468,8 +479,10 @@ def function_jvp(cls, ctx, args: tuple, outs: list, raw_outs: list) -> None:
                 f"while the given forward gradient is of size {list(tg._shape)}."
             )
         if id(raw) in dirty:
-            in_tangent = next((itg for a, itg in inputs if a is raw), None)
-            if in_tangent is None or tg is not in_tangent:
+            k = next((k for k, a in enumerate(args) if a is raw), None)
+            in_tangent = None if k is None else tangents[k]
+            if in_tangent is None or tg is not in_tangent or \
+                    in_tangent._version_counter.version == versions[k]:
                 raise RuntimeError(
                     "An inplace custom Function is not modifying the forward mode gradients "
                     "inplace. If the forward is modifying an input inplace, then the jvp "
