@@ -397,7 +397,23 @@ def forward_layer(op, args: tuple, kwargs: dict):
         if not is_view and not same_layout(o, tg):
             tg = laid_out_like(o, tg)
         attach(o, tg)
+        _attach_to_saved_output(o, i, tg)
     return out
+
+
+def _attach_to_saved_output(out, index: int, tangent) -> None:
+    """The node that produced ``out`` may have saved it for backward (as an alias): the
+    alias carries the tangent too, so a backward run inside the level (forward over
+    reverse) differentiates through the saved value."""
+    from refimpl.autograd.saved import SavedVariable
+
+    saved = getattr(out._gfn, "_outs", None) if out._gfn is not None else None
+    if not saved:
+        return
+    for sv in saved:
+        if type(sv) is SavedVariable and sv._is_output and sv._output_nr == index \
+                and sv._data is not None:
+            attach(sv._data, tangent)
 
 
 def _cast(tangent, out):
