@@ -369,6 +369,10 @@ def forward_layer(op, args: tuple, kwargs: dict):
         jargs = args
         outs = (out,) if isinstance(out, Tensor) else tuple(out)
     needs = tuple(tg is not None for tg in tangents)
+    room = _arity(rule)
+    if room is not None and len(tangents) > room:
+        # trailing non-tensor arguments (dims, scalars) have no tangent to pass
+        tangents = tangents[:room]
     ctx = OpContext(jargs, kwargs or {}, outs, needs)
     prev, FW.active = FW.active, False
     try:
@@ -414,6 +418,28 @@ def _attach_to_saved_output(out, index: int, tangent) -> None:
         if type(sv) is SavedVariable and sv._is_output and sv._output_nr == index \
                 and sv._data is not None:
             attach(sv._data, tangent)
+
+
+_ARITY: dict = {}
+
+
+def _arity(rule) -> int | None:
+    """How many tangents ``rule`` takes positionally (None: any number)."""
+    key = id(rule)
+    hit = _ARITY.get(key)
+    if hit is None or hit[0] is not rule:
+        import inspect
+
+        n = None
+        try:
+            params = list(inspect.signature(rule).parameters.values())[1:]
+            if not any(p.kind is p.VAR_POSITIONAL for p in params):
+                n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        except (TypeError, ValueError):
+            n = None
+        hit = (rule, n)
+        _ARITY[key] = hit
+    return hit[1]
 
 
 def _cast(tangent, out):

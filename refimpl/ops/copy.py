@@ -166,7 +166,7 @@ def _to_dtype_backward(ctx, grad):
     return (grad.to(src.dtype) if grad.dtype != src.dtype else grad,)
 
 
-def _to_dtype_jvp(ctx, tg):
+def _to_dtype_jvp(ctx, tg, *_):
     out = ctx.outputs[0]
     if tg.dtype.category == 3 and out.dtype.category < 3:
         tg = tg.real
