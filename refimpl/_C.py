@@ -1,6 +1,9 @@
 # ruff: noqa: N999 - torch._C's module name
 """The private ``torch._C`` hooks that PyTorch's own tests call, where refimpl has them.
 
+Forward-mode AD's switches (``_set_fwd_grad_enabled``/``_is_fwd_grad_enabled``) keep
+their state in ``refimpl._state``; this module only names them as torch does.
+
 Only what the seed tests use is here, under torch's names, so that a case written
 against ``torch._C`` runs unchanged on refimpl. They steer the caching allocator's
 private pools (spec: GRAPH-107, CUDAMEM-501) from outside a graph capture:
@@ -31,6 +34,8 @@ __all__ = [
     "_cuda_isCurrentStreamCapturing",
     "_cuda_releasePool",
     "_cuda_setCheckpointPoolState",
+    "_is_fwd_grad_enabled",
+    "_set_fwd_grad_enabled",
 ]
 
 
@@ -94,3 +99,17 @@ def _cuda_setCheckpointPoolState(device: int, state, stale_storages, storages_to
     raise NotImplementedError(
         "refimpl does not implement caching-allocator pool checkpoints "
         "(_cuda_setCheckpointPoolState)")
+
+
+def _set_fwd_grad_enabled(enabled: bool) -> None:
+    """Turn tangent propagation on or off for this thread (FWDAD-004)."""
+    from refimpl.autograd.forward_ad import _set_fwd_grad_enabled_global
+
+    _set_fwd_grad_enabled_global(enabled)
+
+
+def _is_fwd_grad_enabled() -> bool:
+    """Whether tangent propagation is on for this thread."""
+    from refimpl._state import STATE
+
+    return STATE.fw_grad_enabled

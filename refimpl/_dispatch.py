@@ -17,12 +17,15 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._device import CPU, device, resolve
-from refimpl._state import STATE
+from refimpl._state import FW, STATE
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec
 
 # Python modes, innermost last (refimpl.utils._python_dispatch pushes and pops them).
 MODE_STACK: list = []
+# refimpl.autograd.forward_ad.forward_layer (installed when that module loads; it runs
+# instead of the autograd layer only while a forward-AD level is active)
+FORWARD_LAYER = None
 
 
 def tensors_in(args, kwargs=None) -> list:
@@ -56,6 +59,8 @@ def dispatch(op: OpDef, args: tuple, kwargs: dict):
         if dev is not None and type(dev) is device and dev.type == "cuda" and op.cuda:
             return op.cuda(*args, **kwargs)
         return kernel_layer(op, args, kwargs)
+    if FW.active:
+        return FORWARD_LAYER(op, args, kwargs)
     if kwargs and kwargs.get("out") is not None:
         return _with_out(op, args, kwargs)
     return autograd_layer(op, args, kwargs)
@@ -190,16 +195,32 @@ def _make_view(op: OpDef, args: tuple, kwargs: dict):
 
 
 def _alias(src: Tensor, spec: ViewSpec) -> Tensor:
-    base = src._base if src._base is not None else src
+    # a view of an inference tensor is a plain alias, not a view (INFER-005/010)
+    base = None if src._is_inference else (src._base if src._base is not None else src)
     t = Tensor._make(src._storage, spec.shape, spec.stride, spec.offset,
                      spec.dtype or src.dtype, src._version_counter, base)
     t._is_inference = src._is_inference
     return t
 
 
+INFERENCE_INPLACE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+    "clone to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
+
+
+def check_inplace_allowed(t: Tensor) -> None:
+    """Inference tensors may only be written inside inference mode (INFER-009)."""
+    if t._is_inference and not STATE.inference_mode:
+        raise RuntimeError(INFERENCE_INPLACE)
+
+
 def _inplace(op: OpDef, args: tuple, kwargs: dict):
     """Compute the base op, check the result fits ``self``, write it, bump the version."""
     self = args[0]
+    if self._is_inference and not STATE.inference_mode:
+        raise RuntimeError(INFERENCE_INPLACE)
     result = kernel_layer(op.base, args, kwargs)
     if result is self:  # the kernel wrote into self (CUDA elementwise ops)
         self._version_counter.bump()
@@ -280,6 +301,7 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
 
 
 def _write_out(out: Tensor, result: Tensor, name: str) -> None:
+    check_inplace_allowed(out)
     if out._storage.device != result._storage.device:
         raise RuntimeError(
             f"Expected out tensor to have device {result.device}, but got {out.device} instead"

@@ -250,4 +250,12 @@ def tensor_repr(t) -> str:
         suffixes.append(f"grad_fn=<{name}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
+    from refimpl._state import FW
+
+    if FW.active:
+        from refimpl.autograd.forward_ad import tangent_of
+
+        tangent = tangent_of(t)
+        if tangent is not None:
+            suffixes.append(f"tangent={tensor_repr(tangent)}")
     return _with_suffixes(prefix + body, suffixes, indent)

@@ -17,3 +17,17 @@ class _ThreadState(threading.local):
 
 
 STATE = _ThreadState()
+
+
+class _ForwardLevels:
+    """Forward-AD levels (spec FWDAD-001..003). Process-wide, as in torch: a level entered
+    on one thread is seen by all. ``active`` is what the dispatcher reads on every op
+    (one attribute load when no level exists); refimpl.autograd.forward_ad owns it."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.level = -1
+        self.duals: list = []  # weak references to the tensors holding a tangent
+
+
+FW = _ForwardLevels()

@@ -14,6 +14,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._device import CPU, device
+from refimpl._state import STATE
 from refimpl._storage import UntypedStorage, VersionCounter
 from refimpl.autograd._tensor_autograd import TensorAutogradMixin
 
@@ -88,6 +89,8 @@ class Tensor(TensorAutogradMixin):
         t._np_cache = None
         if base is not None:
             t._init_autograd()
+        if STATE.inference_mode:
+            t._is_inference = True  # made in inference mode (views copy their source's flag)
         return t
 
     @classmethod
@@ -258,6 +261,8 @@ class Tensor(TensorAutogradMixin):
     @property
     def _version(self) -> int:
         """How many in-place modifications this tensor's data has seen."""
+        if self._is_inference:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return self._version_counter.version
 
     def _is_view(self) -> bool:

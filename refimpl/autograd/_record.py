@@ -390,6 +390,9 @@ def record(op, args, kwargs):
     if not STATE.grad_enabled:
         return _untracked_view(op, args, kwargs) if op.kind == "view" else \
             below_autograd(op, args, kwargs)
+    if op.kind == "view" and args and _is_tensor(args[0]) and args[0]._is_inference:
+        # a view of an inference tensor is an alias with no history (INFER-010/016)
+        return below_autograd(op, args, kwargs)
     layout, edges, needs = _layout_and_edges(op, args)
     if not any(needs):
         if op.kind == "view":
@@ -476,6 +479,11 @@ def _record_inplace(op, args, kwargs):
     from refimpl._dispatch import below_autograd
 
     self = args[0]
+    if self._is_inference and op.extra.get("inplace_view"):
+        # in-place view ops check inference tensors before the leaf rule (as torch)
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     layout, edges, needs = _layout_and_edges(op, args)
     if not any(needs):
         return below_autograd(op, args, kwargs)

@@ -49,7 +49,8 @@ class TensorAutogradMixin:
     _bw_hooks = None          # register_hook dict
     _retains_grad = False
     _post_acc_hooks = None
-    _fw_grads = None
+    _fw_grads = None          # forward-AD tangent at the current level (forward_ad.py)
+    _fw_nondiff = False       # a make_dual/unpack_dual alias: never derives a tangent
     _is_inference = False
     _grad_acc = None          # weak reference to the leaf's AccumulateGrad node
     _view_meta = None         # how a differentiable view was made (views.py)
@@ -102,6 +103,12 @@ class TensorAutogradMixin:
             return self
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._is_inference:
+            from refimpl._state import STATE
+
+            if not STATE.inference_mode:
+                raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                                   "InferenceMode is not allowed.")
         self._rg = bool(requires_grad)
         return self
 

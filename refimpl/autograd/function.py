@@ -24,7 +24,7 @@ import inspect
 import itertools
 import warnings
 
-from refimpl._state import STATE
+from refimpl._state import FW, STATE
 from refimpl.autograd import views
 from refimpl.autograd._streams import node_stream
 from refimpl.autograd.graph import GraphNode, gradient_edge
@@ -78,13 +78,18 @@ class BackwardCFunction(GraphNode, FunctionCtx):
         self._freed = False
         self._out_info = ()
         self._is_tensor_input = ()
+        self.saved_for_forward = None
+        self._in_jvp = False
 
     def name(self) -> str:
         return type(self).__name__
 
     @property
     def saved_tensors(self) -> tuple:
-        """The tensors given to ``save_for_backward``, version-checked."""
+        """The tensors given to ``save_for_backward``, version-checked (inside ``jvp``:
+        those given to ``save_for_forward``)."""
+        if self._in_jvp:
+            return tuple(self.saved_for_forward or ())
         if self._freed:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         if self._saved is None:
@@ -272,7 +277,10 @@ def _apply(cls, setup: bool, args: tuple, kwargs: dict):
                   for a in tensor_inputs)
     ctx._init_node(edges, ())
     prev = STATE.grad_enabled
+    prev_fw = STATE.fw_grad_enabled
+    # forward sees plain values: neither mode records inside it (jvp gives the tangents)
     STATE.grad_enabled = False
+    STATE.fw_grad_enabled = False
     try:
         if setup:
             raw = cls.forward(*args, **kwargs)
@@ -281,7 +289,15 @@ def _apply(cls, setup: bool, args: tuple, kwargs: dict):
             raw = cls.forward(ctx, *args, **kwargs)
     finally:
         STATE.grad_enabled = prev
-    return _wrap_outputs(ctx, raw, tensor_inputs, executable)
+        STATE.fw_grad_enabled = prev_fw
+    wrapped = _wrap_outputs(ctx, raw, tensor_inputs, executable)
+    if FW.active and prev_fw:
+        from refimpl.autograd.forward_ad import function_jvp
+
+        raw_outs = list(raw) if isinstance(raw, tuple) else [raw]
+        function_jvp(cls, ctx, args, list(wrapped) if isinstance(raw, tuple) else [wrapped],
+                     raw_outs)
+    return wrapped
 
 
 def _wrap_outputs(ctx, raw, tensor_inputs: list, executable: bool):

@@ -184,6 +184,24 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
     """The Jacobian of ``func`` at ``inputs`` (one backward per output element)."""
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError(
+                "torch.autograd.functional.jacobian: `create_graph=True` and "
+                '`strategy="forward-mode"` are not supported together (yet). Please either '
+                'set `create_graph=False` or `strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError(
+                "torch.autograd.functional.jacobian: `strict=True` and "
+                '`strategy="forward-mode"` are not supported together (yet). Please either '
+                'set `strict=False` or `strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError(
+                "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
+                "only implemented for `vectorize=True`.")
+        from refimpl.autograd._functional_forward import jacobian_forward
+
+        return jacobian_forward(func, inputs)
     with enable_grad():
         is_in_tuple, ins = _as_tuple(inputs, "inputs", "jacobian")
         ins = _prepare_inputs(ins, create_graph)
@@ -243,7 +261,12 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
     def jac_func(*xs):
         return jacobian(ensure_single_output, xs, create_graph=True)
 
-    res = jacobian(jac_func, ins, create_graph=create_graph, strict=strict)
+    if outer_jacobian_strategy == "forward-mode":
+        # forward over reverse: the duals require grad so that the inner reverse-mode
+        # jacobian keeps them (as views) and its backward ops carry their tangents
+        ins = tuple(x.detach().requires_grad_(True) for x in ins)
+    res = jacobian(jac_func, ins, create_graph=create_graph, strict=strict,
+                   vectorize=vectorize, strategy=outer_jacobian_strategy)
     # res[i][j]: d^2 f / d input_i d input_j (jac_func returns one entry per input).
     if is_in_tuple:
         return res

@@ -214,6 +214,11 @@ def is_inference_mode_enabled() -> bool:
     return STATE.inference_mode
 
 
+def is_inference(input) -> bool:
+    """Whether ``input`` is an inference tensor (made in inference mode, INFER-003)."""
+    return input._is_inference
+
+
 def is_multithreading_enabled() -> bool:
     """The flag set by ``set_multithreading_enabled``."""
     return _flags.multithreading_enabled

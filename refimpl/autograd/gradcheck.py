@@ -378,8 +378,17 @@ def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
             return True
         return _check_no_differentiable_outputs(func, inputs, func_out, eps)
     if check_backward_ad:
-        check = _fast_check if fast_mode else _slow_check
-        check(func, inputs, func_out, outputs, eps, rtol, atol, nondet_tol, check_grad_dtypes)
+        if any(x.is_complex() for x in _diff_inputs(inputs)) or any(
+                o.is_complex() for o in outputs):
+            # complex functions: the real/imaginary split, on whole Jacobians (also in
+            # fast mode, which only changes how much work the check does)
+            from refimpl.autograd._gradcheck_complex import complex_slow_check
+
+            complex_slow_check(func, inputs, func_out, outputs, eps, rtol, atol, nondet_tol)
+        else:
+            check = _fast_check if fast_mode else _slow_check
+            check(func, inputs, func_out, outputs, eps, rtol, atol, nondet_tol,
+                  check_grad_dtypes)
         _test_backward_mul_by_grad_output(outputs, inputs)
         if check_undefined_grad:
             _test_undefined_backward(func, inputs)
@@ -405,12 +414,20 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     if check_batched_forward_grad and not check_forward_ad:
         raise AssertionError(
             "Setting check_batched_forward_grad=True requires check_forward_ad to be True")
-    if check_forward_ad:
-        raise NotImplementedError("refimpl's gradcheck does not check forward-mode AD yet")
+    if check_batched_forward_grad:
+        raise NotImplementedError(
+            "refimpl's gradcheck has no vmap: check_batched_forward_grad is not supported")
     inputs = _as_tuple(inputs)
     try:
-        return _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                          check_grad_dtypes, check_backward_ad, fast_mode)
+        if check_backward_ad:
+            _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
+                       check_grad_dtypes, check_backward_ad, fast_mode)
+        if check_forward_ad:
+            from refimpl.autograd._gradcheck_forward import forward_check
+
+            forward_check(func, inputs, eps, rtol, atol, check_grad_dtypes,
+                          check_undefined_grad)
+        return True
     except GradcheckError:
         if raise_exception:
             raise

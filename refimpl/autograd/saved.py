@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import weakref
 
+from refimpl._state import FW
+
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -39,6 +41,7 @@ class SavedVariable(SavedTensor):
         "_counter",
         "_data",
         "_freed",
+        "_fw_source",
         "_is_output",
         "_meta",
         "_node_fn",
@@ -53,9 +56,16 @@ class SavedVariable(SavedTensor):
     def __init__(self, tensor, is_output: bool = False, output_nr: int = 0,
                  hooks=None) -> None:
         if tensor is None:
-            self._data = self._packed = self._unpack = self._counter = None
+            self._data = self._packed = self._unpack = self._counter = self._fw_source = None
             self._freed = self._is_output = False
             return
+        if tensor._is_inference:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                "created in inference mode in computation tracked by autograd. To work around "
+                "this, you can make a clone to get a normal tensor and use it in autograd, or "
+                "use `torch.no_grad()` instead of `torch.inference_mode()`."
+            )
         self._counter = tensor._version_counter
         self._version = self._counter.version
         self._output_nr = output_nr
@@ -64,6 +74,9 @@ class SavedVariable(SavedTensor):
         self._requires_grad = tensor.requires_grad
         self._was_leaf = tensor.grad_fn is None
         self._meta = (tensor._shape, tensor.dtype, tensor.device)
+        # under forward AD the unpacked value carries the original's tangent (forward over
+        # reverse differentiates backward formulas that read saved values)
+        self._fw_source = weakref.ref(tensor) if FW.active else None
         # where the original's gradient flows, to give an unpacked copy the same identity
         self._node_fn = None
         if not is_output and self._requires_grad:
@@ -127,6 +140,22 @@ class SavedVariable(SavedTensor):
 
     def unpack(self, node=None):
         """The saved tensor, after checking it was not modified in place since saved."""
+        data = self._unpack_values(node)
+        if FW.active and data is not None and data._fw_grads is None:
+            # the saved alias of an output holds the output's tangent (forward_ad attaches
+            # it); a saved input is the input itself, or reached through a weak reference
+            source = self._data
+            if source is None or source is data:
+                source = self._fw_source() if self._fw_source is not None else None
+            if source is not None and source is not data:
+                from refimpl.autograd.forward_ad import attach, tangent_of
+
+                tangent = tangent_of(source)
+                if tangent is not None:
+                    attach(data, tangent)
+        return data
+
+    def _unpack_values(self, node=None):
         if self._freed:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         if self._counter is None:

@@ -74,6 +74,18 @@ def view_grad_fn(view):
     check_view_rebase(view, indirect=True)
     if meta.replay:
         new_fn, output_nr = _replay(meta.replay, base)
+    elif view.dtype is not base.dtype and base.dtype.is_complex \
+            and view.dtype is base.dtype.to_real():
+        # a real view of a complex base: strided over the base's real view (the geometry
+        # counts reals), whose own node turns the gradient back into complex
+        from refimpl.ops.views_dtype import view_as_real
+
+        prev = STATE.grad_enabled
+        STATE.grad_enabled = True
+        try:
+            new_fn, output_nr = AsStridedNode.make(view, view_as_real(base)), 0
+        finally:
+            STATE.grad_enabled = prev
     else:
         new_fn, output_nr = AsStridedNode.make(view, base), 0
     view._gfn = new_fn
@@ -295,7 +307,7 @@ class CopySlicesNode(GraphNode):
     result for ``self`` is copied back into that region (these are recorded ops, so
     double backward works); the op's other gradients flow to its other inputs."""
 
-    __slots__ = ("_base_geom", "_fn", "_view_geom")
+    __slots__ = ("_base_geom", "_fn", "_view_dtype", "_view_geom")
 
     def _apply(self, grads: list) -> list:
         from refimpl.autograd.engine import call_node
@@ -309,10 +321,20 @@ class CopySlicesNode(GraphNode):
             from refimpl.autograd.saved import ERR_BACKWARD_TWICE
 
             raise RuntimeError(ERR_BACKWARD_TWICE)
-        result = _buffer_like(g, self._base_geom, self._view_geom)
-        result.copy_(g)
         shape, stride, offset = self._view_geom
-        grad_slice = _strided_view(result, shape, stride, offset - self._base_geom[2])
+        if self._view_dtype is None:
+            result = _buffer_like(g, self._base_geom, self._view_geom)
+            result.copy_(g)
+            grad_slice = _strided_view(result, shape, stride, offset - self._base_geom[2])
+        else:
+            # a view that reinterprets a complex base as reals (view_as_real, .real, .imag):
+            # its geometry counts reals, so it is taken on the buffer's real view
+            from refimpl.ops.views_dtype import view_as_real
+
+            result = _buffer_like(g, self._base_geom, ((), (), 0))
+            result.copy_(g)
+            grad_slice = _strided_view(view_as_real(result), shape, stride,
+                                       offset - 2 * self._base_geom[2])
         res = call_node(fn, [grad_slice.clone()])
         out = [None] * n
         if res[0] is not None:
@@ -365,4 +387,10 @@ def CopySlices(base, view, fn) -> CopySlicesNode:
     node._fn = fn
     node._base_geom = geometry(base)
     node._view_geom = geometry(view)
+    node._view_dtype = None
+    if view.dtype is not base.dtype:
+        if not (base.dtype.is_complex and view.dtype is base.dtype.to_real()):
+            raise NotImplementedError(
+                f"refimpl: in-place op on a {view.dtype} view of a {base.dtype} base")
+        node._view_dtype = view.dtype
     return node

@@ -38,6 +38,10 @@ def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def _copy_cpu(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     _check_copy_source(self, src)
     copy_into(self, src)
     return self
@@ -50,18 +54,34 @@ def _copy_backward(ctx, grad):
         from refimpl.ops._helpers import sum_to
 
         gsrc = sum_to(grad, src.shape)
+        if gsrc.dtype.category == 3 and src.dtype.category < 3:
+            gsrc = gsrc.real  # a real source of a complex copy gets the real part
         if gsrc.dtype != src.dtype:
             gsrc = gsrc.to(src.dtype)
     # the old value of self is overwritten: it gets a zero gradient
     return grad.mul(0), gsrc
 
 
+def _copy_jvp(ctx, t_self, t_src=None, *_):
+    # self's old values are overwritten: its tangent becomes src's (zero when src has none)
+    if t_src is None:
+        return None
+    self = ctx.outputs[0]
+    if t_src.dtype.category == 3 and self.dtype.category < 3:
+        t_src = t_src.real
+    return t_src.to(self.dtype).expand(self.shape)
+
+
 # copy_ writes into input 0 itself (not through a base op), so it is its own kind.
 copy_ = defop("copy_", kind="compute", meta=_same_meta, cpu=_copy_cpu, cuda=_copy_cuda, backward=_copy_backward,
-              node="CopyBackwards", extra={"writes_input0": True, "cross_device": True})
+              jvp=_copy_jvp, node="CopyBackwards", extra={"writes_input0": True, "cross_device": True})
 
 
 def _fill_cpu(self: Tensor, value) -> Tensor:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(
@@ -89,6 +109,8 @@ def _fill_cuda(self: Tensor, value) -> Tensor:
 
 fill_ = defop("fill_", meta=_same_meta, cpu=_fill_cpu, cuda=_fill_cuda,
               backward=lambda ctx, g: (g.mul(0), None),
+              jvp=lambda ctx, t_self, t_value=None: (
+                  None if t_value is None else t_value.expand(ctx.outputs[0].shape)),
               node="FillBackward0", extra={"writes_input0": True})
 
 
@@ -139,12 +161,21 @@ def _to_dtype_cuda(self: Tensor, dtype) -> Tensor:
 
 def _to_dtype_backward(ctx, grad):
     src = ctx.args[0]
+    if grad.dtype.category == 3 and src.dtype.category < 3:
+        grad = grad.real  # real -> complex: the real input gets the real part
     return (grad.to(src.dtype) if grad.dtype != src.dtype else grad,)
+
+
+def _to_dtype_jvp(ctx, tg, *_):
+    out = ctx.outputs[0]
+    if tg.dtype.category == 3 and out.dtype.category < 3:
+        tg = tg.real
+    return tg.to(out.dtype)
 
 
 _to_copy = defop("_to_copy", meta=lambda self, dtype: TensorSpec(self._shape, dtype, self.device),
                  cpu=_to_dtype_cpu, cuda=_to_dtype_cuda, backward=_to_dtype_backward,
-                 node="ToCopyBackward0")
+                 jvp=_to_dtype_jvp, node="ToCopyBackward0")
 
 
 def _to_device_cpu(self: Tensor, device, non_blocking: bool = False) -> Tensor:
@@ -172,7 +203,8 @@ def _to_device_backward(ctx, grad):
 
 to_device = defop("_to_device", meta=lambda self, device, non_blocking=False: TensorSpec(
     self._shape, self.dtype, device), cpu=_to_device_cpu, cuda=_to_device_cpu,
-    backward=_to_device_backward, node="ToCopyBackward0")
+    backward=_to_device_backward, jvp=lambda ctx, tg, *_: tg.to(ctx.outputs[0].device),
+    node="ToCopyBackward0")
 
 
 def _parse_to(args, kwargs):

@@ -373,7 +373,10 @@ def _exp_grad_factor(base, exponent: Tensor, result: Tensor):
     """d(base ** exponent)/d exponent: result * log(base), 0 where base == 0 and exp >= 0."""
     nonneg = exponent.real >= 0 if exponent.dtype.category == 3 else exponent >= 0
     if isinstance(base, Tensor):
-        return _where((base == 0) & nonneg, 0, result * base.log())
+        # a real base of a complex power takes the complex log (log(-1) = i*pi, not nan)
+        log_base = (base.to(result.dtype) if result.dtype.category == 3
+                    and base.dtype.category < 3 else base).log()
+        return _where((base == 0) & nonneg, 0, result * log_base)
     factor = result * _log_scalar(base, exponent.dtype.category == 3)
     return _where(nonneg, 0, factor) if base == 0 else factor
 

@@ -62,6 +62,8 @@ def _zeros(shape, like) -> Tensor:
 
 
 def _cast_grad(g: Tensor, inp) -> Tensor:
+    if g.dtype.category == 3 and inp.dtype.category < 3:
+        g = g.real  # a real input of a complex result gets the real part
     return g.to(inp.dtype) if g.dtype != inp.dtype else g
 
 

@@ -143,4 +143,59 @@ def imag(input: Tensor) -> Tensor:
     return view_as_real(input).select(-1, 1)
 
 
-__all__ = ["imag", "real", "view_as_complex", "view_as_real"]
+def _complex_meta(real: Tensor, imag: Tensor) -> TensorSpec:
+    from refimpl.ops._helpers import broadcast_shapes
+
+    ok = (D.float16, D.float32, D.float64)
+    if real.dtype not in ok or imag.dtype not in ok:
+        raise RuntimeError(
+            "Expected both inputs to be Half, Float or Double tensors but got "
+            f"{D.type_name(real.dtype)} and {D.type_name(imag.dtype)}")
+    if real.dtype is not imag.dtype:
+        raise RuntimeError(
+            f"Expected object of scalar type {D.type_name(real.dtype)} but got scalar type "
+            f"{D.type_name(imag.dtype)} for second argument")
+    if real.dtype is D.float16:
+        raise NotImplementedError("refimpl does not implement complex32 tensors")
+    return TensorSpec(broadcast_shapes(real._shape, imag._shape), real.dtype.to_complex(),
+                      real.device)
+
+
+def _complex_cpu(real: Tensor, imag: Tensor):
+    import numpy as np
+
+    spec = _complex_meta(real, imag)
+    out = np.empty(spec.shape, dtype=spec.dtype.np)
+    out.real = real._np
+    out.imag = imag._np
+    return out
+
+
+def _complex_backward(ctx, grad):
+    from refimpl.ops._helpers import sum_to
+
+    re, im = ctx.args[0], ctx.args[1]
+    return (sum_to(grad.real, re.shape) if ctx.needs_input_grad[0] else None,
+            sum_to(grad.imag, im.shape) if ctx.needs_input_grad[1] else None)
+
+
+def _complex_jvp(ctx, t_re, t_im=None):
+    from refimpl.ops.factories import zeros_like
+
+    out = ctx.outputs[0]
+    t_re = zeros_like(ctx.args[0]) if t_re is None else t_re
+    t_im = zeros_like(ctx.args[1]) if t_im is None else t_im
+    return complex_op(t_re, t_im).expand(out.shape)
+
+
+# torch.complex(real, imag): a fresh complex tensor from two real ones (not a view)
+complex_op = defop("complex", meta=_complex_meta, cpu=_complex_cpu, backward=_complex_backward,
+                   jvp=_complex_jvp, saves=(), extra={"method": False})
+
+
+def complex(real: Tensor, imag: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """``real + 1j * imag`` (broadcast) as a new complex tensor."""
+    return complex_op(real, imag) if out is None else complex_op(real, imag, out=out)
+
+
+__all__ = ["complex", "imag", "real", "view_as_complex", "view_as_real"]

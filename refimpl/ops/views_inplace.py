@@ -34,6 +34,10 @@ def _restrider(geometry):
     """A kernel that gives ``self`` the metadata ``geometry(self, ...)`` computes."""
 
     def kernel(self: Tensor, *args, _input_geometry=None, **kwargs) -> Tensor:
+        if self._is_inference:
+            from refimpl._dispatch import check_inplace_allowed
+
+            check_inplace_allowed(self)
         spec = geometry(self, *args, **kwargs)
         self._set_metadata(spec.shape, spec.stride, spec.offset)
         self._version_counter.bump()
@@ -119,8 +123,16 @@ def _as_strided_back(ctx, g):
                                 geom[2] if off is None else off),)
 
 
+def _as_strided_jvp(ctx, tg, *_):
+    if tg is None:
+        return None
+    off = ctx.args[3] if len(ctx.args) > 3 else ctx.kwargs.get("storage_offset")
+    return tg.as_strided(tuple(ctx.args[1]), tuple(ctx.args[2]),
+                         ctx.kwargs["_input_geometry"][2] if off is None else off)
+
+
 as_strided_op_ = _inplace_view("as_strided_", as_strided_geometry, "AsStridedBackward1",
-                               _as_strided_back)
+                               _as_strided_back, _as_strided_jvp)
 as_strided_op_.extra["method"] = False
 
 
@@ -139,7 +151,14 @@ def _storage_bytes(shape, stride, offset: int, itemsize: int) -> int:
 def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
     """Give ``self`` the shape ``sizes`` with contiguous strides, growing the storage when
     it is too small; bumps the version only when the shape changes (TENSOR-022)."""
-    if self.requires_grad:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
+    from refimpl._state import STATE
+
+    # the check belongs to the autograd layer, which inference mode skips
+    if self.requires_grad and not STATE.inference_mode:
         raise RuntimeError("cannot resize variables that require grad")
     shape = size_args(sizes, "resize_", "size")
     if any(s < 0 for s in shape):
