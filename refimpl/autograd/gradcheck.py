@@ -74,6 +74,34 @@ def _np(t) -> np.ndarray:
     return np.array(t.detach().cpu()._np, copy=True)
 
 
+def _basis(output, j: int):
+    """A tensor like ``output`` (its device too) that is 1 at flat index ``j``, else 0."""
+    from refimpl.ops.factories import zeros
+
+    host = zeros(output.shape, dtype=output.dtype)
+    host._np.reshape(-1)[j] = 1
+    return host if output.device.type == "cpu" else host.to(output.device)
+
+
+class _Perturbable:
+    """The values of an input, writable in place: the input's own buffer on the CPU; on
+    a device, a host copy written back (``copy_`` under no_grad) after each change."""
+
+    def __init__(self, inp) -> None:
+        self.inp = inp
+        self.on_host = inp.device.type == "cpu"
+        self.arr = inp._np if self.on_host else _np(inp)
+
+    def commit(self) -> None:
+        if not self.on_host:
+            # a raw copy: like the CPU path, perturbing does not bump the version counter
+            from refimpl._tensor import Tensor
+            from refimpl.cuda import _tensor_ops
+
+            _tensor_ops.copy_(self.inp, Tensor._from_array(np.ascontiguousarray(self.arr),
+                                                           self.inp.dtype))
+
+
 def _tensor(arr, like=None):
     from refimpl.ops.factories import tensor
 
@@ -131,21 +159,27 @@ def _snapshot(outputs) -> list:
 def _numerical_column(func, inputs, inp, flat_idx, delta, eps, ref_outputs):
     """(f(x + delta) - f(x - delta)) / (2 eps) per float output (delta applied at one
     element, or along a direction for fast mode)."""
-    arr = inp._np
+    values = _Perturbable(inp)
+    arr = values.arr
     orig = np.array(arr, copy=True)
     if flat_idx is not None:
         idx = np.unravel_index(flat_idx, arr.shape) if arr.ndim else ()
         arr[idx] = orig[idx] - eps
+        values.commit()
         outa = _snapshot(_eval_outputs(func, inputs))
         arr[idx] = orig[idx] + eps
+        values.commit()
         outb = _snapshot(_eval_outputs(func, inputs))
         arr[idx] = orig[idx]
     else:
         arr[...] = orig - eps * delta
+        values.commit()
         outa = _snapshot(_eval_outputs(func, inputs))
         arr[...] = orig + eps * delta
+        values.commit()
         outb = _snapshot(_eval_outputs(func, inputs))
         arr[...] = orig
+    values.commit()
     cols = []
     for ref, (a, a_np), (b, b_np) in zip(ref_outputs, outa, outb):
         if not _is_float(ref):
@@ -182,7 +216,6 @@ def _vjp(output, inputs, v):
 
 def _analytical_jacobian(inputs, output, nondet_tol, check_grad_dtypes):
     """(jacobians per input, reentrant, sizes_ok, types_ok) of one output."""
-    from refimpl.ops.factories import zeros
 
     diff = _diff_inputs(inputs)
     n_out = output.numel()
@@ -190,10 +223,7 @@ def _analytical_jacobian(inputs, output, nondet_tol, check_grad_dtypes):
     sizes_ok = types_ok = True
     for rep in range(2):
         for j in range(n_out):
-            g = zeros(output.shape, dtype=output.dtype, device=output.device)
-            flat = g._np.reshape(-1)
-            flat[j] = 1
-            grads = _vjp(output, diff, g)
+            grads = _vjp(output, diff, _basis(output, j))
             for i, (d, x) in enumerate(zip(grads, diff)):
                 if d is None:
                     continue
@@ -516,14 +546,11 @@ def get_analytical_jacobian(inputs, output, nondet_tol: float = 0.0, grad_out: f
     inputs = _as_tuple(inputs)
     diff = _diff_inputs(inputs)
     reps = []
-    from refimpl.ops.factories import zeros
 
     for _ in range(2):
         rows = [np.zeros((x.numel(), output.numel())) for x in diff]
         for j in range(output.numel()):
-            g = zeros(output.shape, dtype=output.dtype, device=output.device)
-            g._np.reshape(-1)[j] = 1
-            for i, d in enumerate(_vjp(output, diff, g)):
+            for i, d in enumerate(_vjp(output, diff, _basis(output, j))):
                 if d is not None:
                     rows[i][:, j] = _np(d).reshape(-1)
         reps.append(rows)

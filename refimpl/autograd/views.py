@@ -229,17 +229,41 @@ def _linear_map(x, src_geom, dst_geom, forward: bool, name: str):
     from refimpl._tensor import Tensor
     from refimpl.ops._helpers import compute_np_dtype
 
-    arr = x._np.astype(compute_np_dtype(x.dtype), copy=False)
-    out_np = _gather_np(arr, src_geom, dst_geom) if forward else _scatter_np(arr, src_geom,
-                                                                             dst_geom)
-    out = Tensor._from_array(np.ascontiguousarray(out_np).astype(x.dtype.np, copy=False),
-                             x.dtype)
+    if x.device.type == "cpu":
+        arr = x._np.astype(compute_np_dtype(x.dtype), copy=False)
+        out_np = _gather_np(arr, src_geom, dst_geom) if forward else _scatter_np(arr, src_geom,
+                                                                                 dst_geom)
+        out = Tensor._from_array(np.ascontiguousarray(out_np).astype(x.dtype.np, copy=False),
+                                 x.dtype)
+    else:
+        out = _linear_map_on_device(x, src_geom, dst_geom, forward)
     if STATE.grad_enabled and x.requires_grad:
         cls = node_class(name, _LinearMapNode)
         node = cls(src_geom, dst_geom, not forward, name, (gradient_edge(x),),
                    ((out._shape, out.dtype, out.device),))
         out._gfn = node
     return out
+
+
+def _linear_map_on_device(x, src_geom, dst_geom, forward: bool):
+    """The same maps with device ops (index_put / index_add on a flat buffer), so a
+    CUDA gradient never leaves the device."""
+    from refimpl._tensor import Tensor
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.factories import zeros
+
+    ps, pd = _positions(src_geom), _positions(dst_geom)
+    with no_grad():
+        dev = x.device
+        src_pos = Tensor._from_array(ps.reshape(-1)).to(dev)
+        dst_pos = Tensor._from_array(pd.reshape(-1)).to(dev)
+        buf = zeros(_storage_len(ps, pd), dtype=x.dtype, device=dev)
+        flat = x.detach().reshape(-1)
+        if forward:
+            buf[src_pos] = flat
+            return buf[dst_pos].reshape(dst_geom[0])
+        buf.index_add_(0, dst_pos, flat)
+        return buf[src_pos].reshape(src_geom[0])
 
 
 def gather(x, src_geom, dst_geom, name: str = "AsStridedBackward0"):
