@@ -123,6 +123,11 @@ def resolve(d) -> device:
     if d.type == "cuda" and d.index is None:
         if _cuda_module is None:
             import refimpl.cuda as _cuda_module
+        if not _cuda_module.is_initialized():
+            # before initialisation the current device is 0 (initialising selects it):
+            # naming the device must not initialise CUDA (fake CUDA tensors, FAKE-100);
+            # allocating on it will
+            return cuda_device(0)
         return cuda_device(_cuda_module.current_device())
     if d.type not in _SUPPORTED:
         raise NotImplementedError(f"refimpl does not implement the '{d.type}' device")

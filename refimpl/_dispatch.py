@@ -24,6 +24,11 @@ from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec
 # Python modes, innermost last (refimpl.utils._python_dispatch pushes and pops them).
 MODE_STACK: list = []
 
+# The fake-tensor layer (refimpl._subclasses.fake_tensor installs it when imported): it
+# sits below autograd, as torch's fake mode does, and runs the op on metadata alone when
+# an input is a FakeTensor. None until fake tensors exist, so other programs pay nothing.
+FAKE_LAYER = None
+
 
 def tensors_in(args, kwargs=None) -> list:
     """The tensors among ``args`` (and ``kwargs``), lists and tuples flattened once."""
@@ -95,7 +100,9 @@ def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
 
 
 def below_autograd(op: OpDef, args: tuple, kwargs: dict):
-    """Layers 4 and 5: autocast, then the kernel of the inputs' device."""
+    """Layers 4 and 5: autocast, then the kernel of the inputs' device (or the fake layer)."""
+    if FAKE_LAYER is not None:
+        return FAKE_LAYER(op, args, kwargs)
     return kernel_layer(op, args, kwargs)
 
 
@@ -154,7 +161,9 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
             )
         return op.cuda(*args, **kwargs)
     if dtype_ == "meta":
-        return _from_spec(op.meta(*args, **kwargs), dev)
+        out = _from_spec(op.meta(*args, **kwargs), dev)
+        # ops that write input 0 (copy_, fill_) return it, as their kernels do
+        return args[0] if op.extra.get("writes_input0") else out
     raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
 
 
@@ -238,7 +247,9 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
         import numpy as np
 
         np.copyto(np_dst, np_src.astype(dst.dtype.np, copy=False), casting="unsafe")
-    elif dd != "meta" and sd != "meta":  # meta tensors have no data to copy
+    elif sd == "meta" and dd != "meta":
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+    elif dd != "meta":  # writing into a meta tensor stores nothing
         from refimpl.cuda import _tensor_ops
 
         _tensor_ops.copy_(dst, src)

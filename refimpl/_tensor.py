@@ -75,8 +75,12 @@ class Tensor(TensorAutogradMixin):
     @classmethod
     def _make(cls, storage: UntypedStorage, shape, stride, offset: int, dtype: D.dtype,
               version_counter: VersionCounter | None = None, base: Tensor | None = None):
-        """Build a tensor over ``storage`` without copying (internal)."""
-        t = object.__new__(cls)
+        """Build a tensor over ``storage`` without copying (internal).
+
+        A storage of a subclass (a fake storage) makes the tensor class it belongs to, so
+        every view and alias of a fake tensor is a fake tensor too.
+        """
+        t = object.__new__(cls if storage.__class__ is UntypedStorage else storage._tensor_cls)
         t._storage = storage
         t._shape = tuple(shape)
         t._stride = tuple(stride)

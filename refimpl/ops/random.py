@@ -57,7 +57,8 @@ def _sample(size, dt: D.dtype, device, values, requires_grad: bool, out) -> Tens
         out.resize_(shape)
         return _fill_from(out, values(out.numel()))
     t = empty(*shape, dtype=dt, device=device)
-    _fill_from(t, values(t.numel()))
+    if t._storage.device.type != "meta":  # meta and fake tensors have no data to draw
+        _fill_from(t, values(t.numel()))
     t._version_counter.version = 0  # a fresh tensor starts at version 0
     return t.requires_grad_(True) if requires_grad else t
 
