@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Iterator
 
 from refimpl import _dispatch
+from refimpl._functorch import config as _config
 from refimpl._device import device
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Tensor, contiguous_strides
@@ -91,6 +92,9 @@ class FakeStorage(UntypedStorage):
     @classmethod
     def make(cls, nbytes: int, fake_device: device, mode) -> FakeStorage:
         """A fake storage of ``nbytes`` bytes on ``fake_device`` (nothing is allocated)."""
+        if fake_device.type == "meta" and not _config.fake_tensor_allow_meta:
+            raise AssertionError("fake tensors on the meta device are disabled "
+                                 "(_functorch.config.fake_tensor_allow_meta is False)")
         s = object.__new__(cls)
         s.device, s._data, s._nbytes, s._resizable = META, None, int(nbytes), True
         s.fake_device, s.fake_mode, s._constant_holders = fake_device, mode, None

@@ -54,6 +54,8 @@ def item(self: Tensor):
         raise RuntimeError(
             f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
         )
+    if self.device.type == "meta":
+        raise RuntimeError("Tensor.item() cannot be called on meta tensors")
     host = self if self.device.type == "cpu" else self.detach().cpu()
     return _python_scalar(host._np.reshape(-1)[0], self.dtype)
 
@@ -98,6 +100,16 @@ def from_dlpack(ext) -> Tensor:
 
 
 def _rebuild(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    from refimpl._dispatch import MODE_STACK
+
+    if MODE_STACK:
+        # under a python mode (a fake mode) torch rebuilds the storage on the meta device
+        # and the mode sees a meta tensor being made: a fake on meta (spec FAKE-600)
+        from refimpl._device import device
+        from refimpl.ops.factories import empty_op
+
+        t = empty_op(array.shape, dtype=D.DTYPES[dtype_name], device=device("meta"))
+        return t.requires_grad_(True) if requires_grad else t
     t = Tensor._from_array(array, D.DTYPES[dtype_name])
     return t.requires_grad_(True) if requires_grad else t
 
