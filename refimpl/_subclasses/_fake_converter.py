@@ -1,10 +1,10 @@
 """Real tensors to fake tensors, memoised weakly (spec: FAKE-005, FAKE-006, FAKE-007).
 
 The converter remembers, per real tensor, the fake made for it and, per real storage, the
-fake storage standing for it: converting the same tensor twice gives the same fake, and
+fake storage standing for it, as long as both are alive: converting the same tensor twice gives the same fake, and
 tensors sharing storage (views, ``set_``) get fakes sharing one fake storage even when they
-are converted separately. Both memos hold the real objects weakly: an entry disappears
-when its real tensor (or storage) dies. The memos are keyed by ``id`` with a weak
+are converted separately. Both memos hold both sides weakly: an entry disappears when
+its real tensor (or storage) or its fake dies. The memos are keyed by ``id`` with a weak
 reference beside it, because tensors compare elementwise and cannot be dictionary keys of
 a ``WeakKeyDictionary``.
 """
@@ -17,7 +17,9 @@ from refimpl._tensor import Tensor
 
 
 class _WeakIdMemo:
-    """``id(obj) -> value`` entries that vanish when ``obj`` is garbage-collected."""
+    """``id(obj) -> value`` entries held weakly on both sides: an entry vanishes when its
+    key or its value is garbage-collected (the memo never keeps a fake, and so its mode,
+    alive: no reference cycle through the mode)."""
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple] = {}
@@ -25,7 +27,7 @@ class _WeakIdMemo:
     def get(self, obj):
         entry = self._entries.get(id(obj))
         if entry is not None and entry[0]() is obj:
-            return entry[1]
+            return entry[1]()
         return None
 
     def set(self, obj, value) -> None:
@@ -34,10 +36,10 @@ class _WeakIdMemo:
 
         def forget(ref, key=key) -> None:
             current = entries.get(key)
-            if current is not None and current[0] is ref:
+            if current is not None and (current[0] is ref or current[1] is ref):
                 del entries[key]
 
-        entries[key] = (weakref.ref(obj, forget), value)
+        entries[key] = (weakref.ref(obj, forget), weakref.ref(value, forget))
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -162,6 +162,21 @@ class FakeTensor(Tensor):
             return self.constant.tolist()
         raise DataDependentOutputException("aten._local_scalar_dense.default")
 
+    def resize_(self, *sizes, memory_format=None) -> FakeTensor:
+        """Tensor.resize_ (metadata only); a resize drops the constants of the storage."""
+        shape = self._shape
+        Tensor.resize_(self, *sizes, memory_format=memory_format)
+        if self._shape != shape:
+            self._storage.fake_mode._invalidate_constants(self)
+        return self
+
+    def set_(self, source=None, storage_offset: int = 0, size=None, stride=None) -> FakeTensor:
+        """Tensor.set_; the old and the new storage lose their constants."""
+        self._storage.fake_mode._invalidate_constants(self)
+        Tensor.set_(self, source, storage_offset, size, stride)
+        self._storage.fake_mode._invalidate_constants(self)
+        return self
+
     def __repr__(self) -> str:
         from refimpl import _dtype as D
 
