@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from refimpl import _dispatch
 from refimpl._functorch import config as _config
 from refimpl._device import device
+from refimpl._state import STATE
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Tensor, contiguous_strides
 from refimpl._subclasses import _fake_cache as C
@@ -416,7 +417,10 @@ class FakeTensorMode(TorchDispatchMode):
         if type(spec) is TensorSpec:
             shape = spec.shape
             fs = FakeStorage.make(_numel(shape) * spec.dtype.itemsize, spec.device, self)
-            return Tensor._make(fs, shape, contiguous_strides(shape), 0, spec.dtype)
+            t = Tensor._make(fs, shape, contiguous_strides(shape), 0, spec.dtype)
+            if STATE.inference_mode:
+                t._is_inference = True  # tensors made in inference mode are inference tensors
+            return t
         return tuple(self._from_spec(s, dev) for s in spec)
 
     def _may_fold(self, op, args, kwargs, dev) -> bool:
