@@ -45,6 +45,8 @@ def torch_name(op) -> str:
     name = op if isinstance(op, str) else op.name
     if name in _TORCH_NAMES:
         return _TORCH_NAMES[name]
+    if "::" in name:  # a user op: namespace::name
+        return name.replace("::", ".") + ".default"
     if "." in name:
         return f"aten.{name}"
     return f"aten.{name}.{_OVERLOADS.get(name, 'default')}"
@@ -119,8 +121,10 @@ def common_device(op, args: tuple, kwargs: dict, fakes_only: list) -> device:
     tensors = fakes_only
     if name in INDEX_OPS and args:
         indices = args[1] if len(args) > 1 else ()
-        skip = {id(i) for i in indices if i is not None} if isinstance(indices, (list, tuple)) \
-            else set()
+        if isinstance(indices, (list, tuple)):
+            skip = {id(i) for i in indices if i is not None}
+        else:  # a tensor passed where torch takes Tensor?[]: its rows are the indices
+            skip = {id(indices)}
         tensors = [t for t in fakes_only if id(t) not in skip]
     common = None
     common_zero_dim = False
