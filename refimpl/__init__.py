@@ -29,6 +29,13 @@ from refimpl._dtype import (
     uint8,
 )
 from refimpl._generic_streams import Event, Stream
+from refimpl._memory_format import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Size, Tensor
 from refimpl.backends._precision import (

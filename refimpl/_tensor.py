@@ -247,7 +247,13 @@ class Tensor(TensorAutogradMixin):
         return self.device.index if self.is_cuda else -1
 
     def is_contiguous(self, memory_format=None) -> bool:
-        """Whether the elements are laid out row-major without gaps (size-1 dims ignored)."""
+        """Whether the elements are laid out row-major without gaps (size-1 dims ignored),
+        or densely in ``memory_format`` (``channels_last``) when one is given."""
+        if memory_format is not None and memory_format.name not in (
+                "contiguous_format", "preserve_format"):
+            from refimpl._memory_format import is_contiguous_in
+
+            return is_contiguous_in(self._shape, self._stride, memory_format)
         expected = 1
         for size, st in zip(reversed(self._shape), reversed(self._stride)):
             if size == 1:

@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from refimpl import _dtype as D
+from refimpl._memory_format import channels_last, is_contiguous_in
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 
@@ -69,9 +70,12 @@ BYPASS = "bypass"         # remembered bypass: (BYPASS, reason)
 
 
 def _memory_format(t: Tensor):
-    # refimpl has contiguous (row-major) and arbitrary strides; torch records the suggested
-    # format only when the tensor is contiguous in it
-    return "contiguous_format" if t.is_contiguous() else None
+    # torch records the suggested memory format only when the tensor is dense in it
+    if t.is_contiguous():
+        return "contiguous_format"
+    if len(t._shape) == 4 and is_contiguous_in(t._shape, t._stride, channels_last):
+        return "channels_last"
+    return None
 
 
 def _tensor_key(t, mode) -> tuple:
