@@ -161,10 +161,23 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
             )
         return op.cuda(*args, **kwargs)
     if dtype_ == "meta":
-        out = _from_spec(op.meta(*args, **kwargs), dev)
-        # ops that write input 0 (copy_, fill_) return it, as their kernels do
-        return args[0] if op.extra.get("writes_input0") else out
+        return _meta_kernel(op, args, kwargs, dev)
     raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
+
+
+def _meta_kernel(op: OpDef, args: tuple, kwargs: dict, dev: device):
+    """The meta device's kernel of every op: its meta function, outputs without data."""
+    extra = op.extra
+    if extra.get("inplace_view"):
+        return op.cpu(*args, **kwargs)  # restriding touches metadata only
+    spec = op.meta(*args, **kwargs)
+    if extra.get("writes_input0"):
+        return args[0]  # copy_, fill_ return the tensor they write, as their kernels do
+    out = _from_spec(spec, dev)
+    for t in out if isinstance(out, tuple) else (out,):
+        if t._storage.device.type != "meta":
+            raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+    return out
 
 
 def _wrap(result):

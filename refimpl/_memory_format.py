@@ -8,7 +8,7 @@ op takes one. Spec: TENSOR-011.
 from __future__ import annotations
 
 
-class memory_format:  # noqa: N801 - torch's name
+class memory_format:
     """One memory format; prints as ``torch.channels_last``."""
 
     __slots__ = ("name",)

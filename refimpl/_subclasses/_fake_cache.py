@@ -36,7 +36,7 @@ class DispatchCacheInfo:
     size: int
 
 
-class BypassDispatchCache(Exception):  # noqa: N818 - torch's name (_BypassDispatchCache)
+class BypassDispatchCache(Exception):
     """The call cannot be cached; ``reason`` is torch's reason string."""
 
     def __init__(self, reason: str) -> None:

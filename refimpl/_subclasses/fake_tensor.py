@@ -29,12 +29,12 @@ import weakref
 from collections.abc import Iterator
 
 from refimpl import _dispatch
-from refimpl._functorch import config as _config
 from refimpl._device import device
+from refimpl._functorch import config as _config
 from refimpl._state import STATE
 from refimpl._storage import UntypedStorage
-from refimpl._tensor import Tensor, contiguous_strides
 from refimpl._subclasses import _fake_cache as C
+from refimpl._subclasses._fake_cache import DispatchCacheInfo
 from refimpl._subclasses._fake_converter import FakeTensorConverter
 from refimpl._subclasses._fake_impls import (
     META,
@@ -44,7 +44,7 @@ from refimpl._subclasses._fake_impls import (
     normalize_device,
     torch_name,
 )
-from refimpl._subclasses._fake_cache import DispatchCacheInfo
+from refimpl._tensor import Tensor, contiguous_strides
 from refimpl.ops._registry import TensorSpec
 from refimpl.utils._python_dispatch import TorchDispatchMode
 
