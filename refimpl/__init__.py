@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from refimpl import _dtype, _tensor_methods
 from refimpl import ops as _ops
-from refimpl._device import device
+from refimpl._device import device, get_default_device, set_default_device
 from refimpl._dtype import (
     bfloat16,
     complex32,

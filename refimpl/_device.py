@@ -81,6 +81,21 @@ class device:
 
 CPU = device("cpu")
 
+# The device factories use when none is given (torch.set_default_device); read as a plain
+# module attribute on the factory path.
+DEFAULT = CPU
+
+
+def set_default_device(d) -> None:
+    """Make factories without a ``device`` argument create tensors on ``d`` (None: cpu)."""
+    global DEFAULT
+    DEFAULT = CPU if d is None else resolve(as_device(d))
+
+
+def get_default_device() -> device:
+    """The device factories use when none is given."""
+    return DEFAULT
+
 
 # Parsed device strings and concrete CUDA devices, so hot paths never re-parse.
 _PARSED: dict[str, device] = {}

@@ -199,3 +199,13 @@ def test_cross_entropy_gradients_flow():
     loss.backward()
     assert logits.grad.shape == (4, 3)
     np.testing.assert_allclose(np.array(logits.grad.sum(1).tolist()), 0.0, atol=1e-6)
+
+
+def test_default_device_for_factories():
+    try:
+        t.set_default_device("meta")
+        assert t.empty(2).device.type == "meta" and t.tensor([1.0]).device.type == "meta"
+        assert t.get_default_device().type == "meta"
+    finally:
+        t.set_default_device(None)
+    assert t.zeros(1).device.type == "cpu"

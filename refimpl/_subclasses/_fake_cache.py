@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from refimpl import _device
 from refimpl import _dtype as D
 from refimpl._memory_format import channels_last, is_contiguous_in
 from refimpl._state import STATE
@@ -125,7 +126,7 @@ def cache_key(mode, op, args: tuple, kwargs: dict) -> tuple:
         raise BypassDispatchCache("lift")
     if extra.get("custom"):
         raise BypassDispatchCache("non-builtin")
-    key = [op, D.get_default_dtype(), None, STATE.inference_mode, None]
+    key = [op, D.get_default_dtype(), _device.DEFAULT, STATE.inference_mode, None]
     for a in args:
         _append(key, a, mode)
     if kwargs:

@@ -6,8 +6,9 @@ import contextlib
 
 import numpy as np
 
+from refimpl import _device
 from refimpl import _dtype as D
-from refimpl._device import CPU, as_device, resolve
+from refimpl._device import as_device, resolve
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
 
@@ -75,7 +76,7 @@ def _finish(t: Tensor, dev, requires_grad: bool, pin_memory: bool = False) -> Te
 
     if MODE_STACK:
         t = lift_fresh(t)
-    dev = resolve(dev) if dev is not None else CPU
+    dev = resolve(dev) if dev is not None else _device.DEFAULT
     if dev.type != "cpu":
         from refimpl.ops.copy import to_device
 
@@ -137,7 +138,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     """A tensor of ``size`` filled with ``fill_value`` (dtype inferred from it)."""
     shape = _shape_args((size,) if isinstance(size, int) else (tuple(size),))
     dt = D.dtype_from_any(dtype) if dtype is not None else D.scalar_dtype(fill_value)
-    dev = resolve(device) if device is not None else CPU
+    dev = resolve(device) if device is not None else _device.DEFAULT
     t = empty_op(shape, dtype=dt, device=dev)
     if t.numel():
         t.fill_(fill_value)
@@ -154,7 +155,7 @@ def _filled(value):
     def factory(*size, dtype=None, device=None, requires_grad: bool = False,
                 pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
         dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
-        dev = resolve(device) if device is not None else CPU
+        dev = resolve(device) if device is not None else _device.DEFAULT
         t = empty_op(_shape_args(size), dtype=dt, device=dev, zeroed=value == 0)
         if value is not None and value != 0 and t.numel():
             t.fill_(value)
