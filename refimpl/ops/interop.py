@@ -102,9 +102,9 @@ def from_dlpack(ext) -> Tensor:
 def _rebuild(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
     from refimpl._dispatch import MODE_STACK
 
-    if MODE_STACK:
-        # under a python mode (a fake mode) torch rebuilds the storage on the meta device
-        # and the mode sees a meta tensor being made: a fake on meta (spec FAKE-600)
+    if any(hasattr(m, "fake_tensor_converter") for m in MODE_STACK):
+        # under a fake mode torch rebuilds the storage on the meta device and the mode
+        # sees a meta tensor being made: a fake on meta (spec FAKE-600)
         from refimpl._device import device
         from refimpl.ops.factories import empty_op
 
