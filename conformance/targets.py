@@ -199,7 +199,7 @@ class TorchAdapter(Adapter):
 class RefimplAdapter(Adapter):
     """tensorctl's own runtime."""
 
-    names: ClassVar[dict[str, str]] = {"fake": "refimpl.fake"}
+    names: ClassVar[dict[str, str]] = {"fake": "refimpl._subclasses.fake_tensor"}
     preload: ClassVar[bool] = True  # the CUDA driver is loaded lazily (ARCHITECTURE.md)
 
 

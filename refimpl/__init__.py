@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from refimpl import _dtype, _tensor_methods
 from refimpl import ops as _ops
-from refimpl._device import device
+from refimpl._device import device, get_default_device, set_default_device
 from refimpl._dtype import (
     bfloat16,
     complex32,
@@ -29,6 +29,13 @@ from refimpl._dtype import (
     uint8,
 )
 from refimpl._generic_streams import Event, Stream
+from refimpl._memory_format import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Size, Tensor
 from refimpl.backends._precision import (
@@ -118,7 +125,8 @@ def is_warn_always_enabled() -> builtins_bool:  # type: ignore[name-defined]
 
 def __getattr__(name: str):
     # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
-    if name in ("cuda", "backends", "_C"):
+    if name in ("cuda", "backends", "_C", "_subclasses", "_functorch", "storage", "library",
+                "nn"):
         import importlib
 
         return importlib.import_module(f"refimpl.{name}")

@@ -81,6 +81,21 @@ class device:
 
 CPU = device("cpu")
 
+# The device factories use when none is given (torch.set_default_device); read as a plain
+# module attribute on the factory path.
+DEFAULT = CPU
+
+
+def set_default_device(d) -> None:
+    """Make factories without a ``device`` argument create tensors on ``d`` (None: cpu)."""
+    global DEFAULT
+    DEFAULT = CPU if d is None else resolve(as_device(d))
+
+
+def get_default_device() -> device:
+    """The device factories use when none is given."""
+    return DEFAULT
+
 
 # Parsed device strings and concrete CUDA devices, so hot paths never re-parse.
 _PARSED: dict[str, device] = {}
@@ -123,6 +138,11 @@ def resolve(d) -> device:
     if d.type == "cuda" and d.index is None:
         if _cuda_module is None:
             import refimpl.cuda as _cuda_module
+        if not _cuda_module.is_initialized():
+            # before initialisation the current device is 0 (initialising selects it):
+            # naming the device must not initialise CUDA (fake CUDA tensors, FAKE-100);
+            # allocating on it will
+            return cuda_device(0)
         return cuda_device(_cuda_module.current_device())
     if d.type not in _SUPPORTED:
         raise NotImplementedError(f"refimpl does not implement the '{d.type}' device")

@@ -27,6 +27,11 @@ MODE_STACK: list = []
 # instead of the autograd layer only while a forward-AD level is active)
 FORWARD_LAYER = None
 
+# The fake-tensor layer (refimpl._subclasses.fake_tensor installs it when imported): it
+# sits below autograd, as torch's fake mode does, and runs the op on metadata alone when
+# an input is a FakeTensor. None until fake tensors exist, so other programs pay nothing.
+FAKE_LAYER = None
+
 
 def tensors_in(args, kwargs=None) -> list:
     """The tensors among ``args`` (and ``kwargs``), lists and tuples flattened once."""
@@ -100,7 +105,9 @@ def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
 
 
 def below_autograd(op: OpDef, args: tuple, kwargs: dict):
-    """Layers 4 and 5: autocast, then the kernel of the inputs' device."""
+    """Layers 4 and 5: autocast, then the kernel of the inputs' device (or the fake layer)."""
+    if FAKE_LAYER is not None:
+        return FAKE_LAYER(op, args, kwargs)
     return kernel_layer(op, args, kwargs)
 
 
@@ -159,8 +166,23 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
             )
         return op.cuda(*args, **kwargs)
     if dtype_ == "meta":
-        return _from_spec(op.meta(*args, **kwargs), dev)
+        return _meta_kernel(op, args, kwargs, dev)
     raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
+
+
+def _meta_kernel(op: OpDef, args: tuple, kwargs: dict, dev: device):
+    """The meta device's kernel of every op: its meta function, outputs without data."""
+    extra = op.extra
+    if extra.get("inplace_view"):
+        return op.cpu(*args, **kwargs)  # restriding touches metadata only
+    spec = op.meta(*args, **kwargs)
+    if extra.get("writes_input0"):
+        return args[0]  # copy_, fill_ return the tensor they write, as their kernels do
+    out = _from_spec(spec, dev)
+    for t in out if isinstance(out, tuple) else (out,):
+        if t._storage.device.type != "meta":
+            raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+    return out
 
 
 def _wrap(result):
@@ -262,7 +284,9 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
         import numpy as np
 
         np.copyto(np_dst, np_src.astype(dst.dtype.np, copy=False), casting="unsafe")
-    elif dd != "meta" and sd != "meta":  # meta tensors have no data to copy
+    elif sd == "meta" and dd != "meta":
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+    elif dd != "meta":  # writing into a meta tensor stores nothing
         from refimpl.cuda import _tensor_ops
 
         _tensor_ops.copy_(dst, src)

@@ -73,6 +73,11 @@ class UntypedStorage:
         return 0
 
     @property
+    def _cdata(self) -> int:
+        """An identity of this storage (equal for every tensor that shares it, as torch's)."""
+        return id(self)
+
+    @property
     def is_cuda(self) -> bool:
         """True when the bytes live on a CUDA device."""
         return self.device.type == "cuda"

@@ -74,11 +74,37 @@ class Tensor(TensorAutogradMixin):
 
     # -- construction -------------------------------------------------------------------
 
+    def __new__(cls, *args, device=None):
+        """The legacy constructor: ``Tensor()``, ``Tensor(2, 3)`` (uninitialised),
+        ``Tensor([1, 2])`` (data) in the default dtype, or ``Tensor(t)`` (``t`` itself)."""
+        return _legacy_new(D.get_default_dtype(), CPU if device is None else device, args,
+                           device is not None)
+
+    def new(self, *args, device=None) -> Tensor:
+        """The legacy constructor with this tensor's dtype and (by default) device."""
+        return _legacy_new(self.dtype, self.device if device is None else device, args,
+                           device is not None)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor converted to ``other``'s dtype and device (self when they match)."""
+        return self.to(dtype=other.dtype, device=other.device)
+
+    def storage(self):
+        """The storage as a (deprecated) ``TypedStorage`` of this tensor's dtype."""
+        from refimpl.storage import TypedStorage, _warn_typed_storage_removal
+
+        _warn_typed_storage_removal()
+        return TypedStorage(wrap_storage=self._storage, dtype=self.dtype)
+
     @classmethod
     def _make(cls, storage: UntypedStorage, shape, stride, offset: int, dtype: D.dtype,
               version_counter: VersionCounter | None = None, base: Tensor | None = None):
-        """Build a tensor over ``storage`` without copying (internal)."""
-        t = object.__new__(cls)
+        """Build a tensor over ``storage`` without copying (internal).
+
+        A storage of a subclass (a fake storage) makes the tensor class it belongs to, so
+        every view and alias of a fake tensor is a fake tensor too.
+        """
+        t = object.__new__(cls if storage.__class__ is UntypedStorage else storage._tensor_cls)
         t._storage = storage
         t._shape = tuple(shape)
         t._stride = tuple(stride)
@@ -237,7 +263,13 @@ class Tensor(TensorAutogradMixin):
         return self.device.index if self.is_cuda else -1
 
     def is_contiguous(self, memory_format=None) -> bool:
-        """Whether the elements are laid out row-major without gaps (size-1 dims ignored)."""
+        """Whether the elements are laid out row-major without gaps (size-1 dims ignored),
+        or densely in ``memory_format`` (``channels_last``) when one is given."""
+        if memory_format is not None and memory_format.name not in (
+                "contiguous_format", "preserve_format"):
+            from refimpl._memory_format import is_contiguous_in
+
+            return is_contiguous_in(self._shape, self._stride, memory_format)
         expected = 1
         for size, st in zip(reversed(self._shape), reversed(self._stride)):
             if size == 1:
@@ -353,9 +385,18 @@ class Tensor(TensorAutogradMixin):
         return object.__format__(self, spec) if spec else str(self)
 
     def __repr__(self) -> str:
+        from refimpl._dispatch import MODE_STACK
         from refimpl._repr import tensor_repr
 
-        return tensor_repr(self)
+        if not MODE_STACK:
+            return tensor_repr(self)
+        # printing reads the data: python modes (a fake mode) must not see it, as in torch
+        saved = MODE_STACK[:]
+        del MODE_STACK[:]
+        try:
+            return tensor_repr(self)
+        finally:
+            MODE_STACK[:] = saved + MODE_STACK
 
     __str__ = __repr__
 
@@ -380,6 +421,25 @@ class Tensor(TensorAutogradMixin):
         from refimpl.ops.interop import tensor_reduce
 
         return tensor_reduce(self)
+
+
+def _legacy_new(dtype: D.dtype, dev, args: tuple, explicit_device: bool) -> Tensor:
+    """``Tensor(...)``/``x.new(...)``: sizes, a sequence of data, a tensor, or nothing."""
+    from refimpl.ops.factories import empty, tensor
+
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        src = args[0]
+        if src.dtype is not dtype:
+            raise TypeError(f"expected {D.legacy_type_name(dtype)} (got "
+                            f"{D.legacy_type_name(src.dtype)})")
+        return src
+    if len(args) == 1 and not isinstance(args[0], (int, Size)) and hasattr(args[0], "__len__"):
+        return tensor(args[0], dtype=dtype, device=dev if explicit_device else
+                      (None if dev == CPU else dev))
+    sizes = tuple(args[0]) if len(args) == 1 and isinstance(args[0], Size) else args
+    if not sizes:
+        sizes = (0,)
+    return empty(*sizes, dtype=dtype, device=dev)
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

@@ -34,10 +34,18 @@ def _streams():
 
 
 def node_stream(in_meta: tuple):
-    """The current stream of the device of the first CUDA entry of ``in_meta``, or None."""
+    """The current stream of the device of the first CUDA entry of ``in_meta``, or None.
+
+    Without an initialised CUDA there are no CUDA tensors, only fake ones (which must
+    never initialise it), and no stream.
+    """
     for meta in in_meta:
         dev = meta[2] if meta and len(meta) > 2 else None  # non-tensor outputs: no device
         if dev is not None and dev.type == "cuda":
+            from refimpl.cuda import _lazy
+
+            if not _lazy.is_initialized():
+                return None
             return _streams().current_stream(dev.index)
     return None
 
@@ -47,6 +55,10 @@ def root_stream(grads: list):
     for g in grads:
         dev = getattr(g, "device", None)
         if dev is not None and dev.type == "cuda":
+            from refimpl.cuda import _lazy
+
+            if not _lazy.is_initialized():  # fake CUDA gradients: no stream
+                return None
             return _streams().current_stream(dev.index)
     return None
 

@@ -37,4 +37,15 @@ def load() -> list:
     return loaded
 
 
+def __getattr__(name: str):
+    # torch.ops-style namespaces: ops.aten.<op>.<overload>, and user namespaces declared
+    # with refimpl.library.Library
+    from refimpl import library
+
+    space = library.NAMESPACES.get(name)
+    if space is None:
+        raise AttributeError(f"module 'refimpl.ops' has no attribute '{name}'")
+    return space
+
+
 __all__ = ["REGISTRY", "OpDef", "defop", "get", "load", "loaded"]

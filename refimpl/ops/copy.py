@@ -135,7 +135,12 @@ clone = defop("clone", meta=_same_meta, cpu=_clone_cpu, cuda=_clone_cuda,
 
 
 def contiguous(self: Tensor, memory_format=None) -> Tensor:
-    """Self when already contiguous, else a contiguous copy."""
+    """Self when already contiguous, else a contiguous copy (in ``memory_format``)."""
+    if memory_format is not None and memory_format.name in ("channels_last",
+                                                            "channels_last_3d"):
+        from refimpl._memory_format import to_format
+
+        return to_format(self, memory_format)
     return self if self.is_contiguous() else clone(self)
 
 
@@ -232,6 +237,9 @@ def to(self: Tensor, *args, **kwargs) -> Tensor:
         out = _to_copy(out, dtype)
     if dev is not None and dev != out.device:
         out = to_device(out, dev, non_blocking)
+    fmt = kwargs.get("memory_format")
+    if fmt is not None and fmt.name in ("channels_last", "channels_last_3d"):
+        out = contiguous(out, memory_format=fmt)
     if copy and out is self:
         out = clone(self)
     return out

@@ -6,8 +6,9 @@ import contextlib
 
 import numpy as np
 
+from refimpl import _device
 from refimpl import _dtype as D
-from refimpl._device import CPU, as_device, cuda_device, resolve
+from refimpl._device import as_device, cuda_device, resolve
 from refimpl._dispatch import MODE_STACK
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
@@ -65,8 +66,18 @@ def _to_nested(data):
     return data
 
 
+# Data made on the host by a constructor (torch.tensor, arange, ...) is handed to the
+# python modes as torch does (aten.lift_fresh): a fake mode turns it into a fake tensor.
+lift_fresh = defop("lift_fresh", meta=lambda self: TensorSpec(self._shape, self.dtype, self.device),
+                   cpu=lambda self: self, differentiable=False, extra={"method": False})
+
+
 def _finish(t: Tensor, dev, requires_grad: bool, pin_memory: bool = False) -> Tensor:
-    dev = resolve(dev) if dev is not None else CPU
+    from refimpl._dispatch import MODE_STACK
+
+    if MODE_STACK:
+        t = lift_fresh(t)
+    dev = resolve(dev) if dev is not None else _device.DEFAULT
     if dev.type != "cpu":
         from refimpl.ops.copy import to_device
 
@@ -128,7 +139,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     """A tensor of ``size`` filled with ``fill_value`` (dtype inferred from it)."""
     shape = _shape_args((size,) if isinstance(size, int) else (tuple(size),))
     dt = D.dtype_from_any(dtype) if dtype is not None else D.scalar_dtype(fill_value)
-    dev = resolve(device) if device is not None else CPU
+    dev = resolve(device) if device is not None else _device.DEFAULT
     t = empty_op(shape, dtype=dt, device=dev)
     if t.numel():
         t.fill_(fill_value)
@@ -145,7 +156,7 @@ def _filled(value):
     def factory(*size, dtype=None, device=None, requires_grad: bool = False,
                 pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
         dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
-        dev = resolve(device) if device is not None else CPU
+        dev = resolve(device) if device is not None else _device.DEFAULT
         t = empty_op(_shape_args(size), dtype=dt, device=dev, zeroed=value == 0)
         if value is not None and value != 0 and t.numel():
             t.fill_(value)
@@ -181,8 +192,8 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
         shape = _shape_args(size)
     dt = D.get_default_dtype() if dtype is None else D.dtype_from_any(dtype)
     if device is None:
-        dev = CPU
-    elif device.__class__ is str and device == "cuda":
+        dev = _device.DEFAULT  # CPU unless set_default_device chose another
+    elif device.__class__ is str and device == "cuda" and not MODE_STACK:
         # resolve("cuda") in two calls instead of five: the current device's object
         global _cuda_current_index
         if _cuda_current_index is None:

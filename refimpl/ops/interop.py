@@ -54,6 +54,8 @@ def item(self: Tensor):
         raise RuntimeError(
             f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
         )
+    if self.device.type == "meta":
+        raise RuntimeError("Tensor.item() cannot be called on meta tensors")
     host = self if self.device.type == "cpu" else _to_host(self)
     return _python_scalar(host._np.reshape(-1)[0], self.dtype)
 
@@ -62,7 +64,8 @@ def _to_host(self: Tensor) -> Tensor:
     """A CUDA tensor's values on the host, after the synchronisation torch's item() does."""
     from refimpl.cuda import _tensor_ops
 
-    _tensor_ops.check_sync_allowed(self)
+    if self._storage.device.type == "cuda":  # not a meta or fake tensor
+        _tensor_ops.check_sync_allowed(self)
     return self.detach().cpu()
 
 
@@ -106,6 +109,16 @@ def from_dlpack(ext) -> Tensor:
 
 
 def _rebuild(array: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    from refimpl._dispatch import MODE_STACK
+
+    if any(hasattr(m, "fake_tensor_converter") for m in MODE_STACK):
+        # under a fake mode torch rebuilds the storage on the meta device and the mode
+        # sees a meta tensor being made: a fake on meta (spec FAKE-600)
+        from refimpl._device import device
+        from refimpl.ops.factories import empty_op
+
+        t = empty_op(array.shape, dtype=D.DTYPES[dtype_name], device=device("meta"))
+        return t.requires_grad_(True) if requires_grad else t
     t = Tensor._from_array(array, D.DTYPES[dtype_name])
     return t.requires_grad_(True) if requires_grad else t
 

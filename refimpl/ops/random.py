@@ -50,6 +50,8 @@ def _draw_cuda(t: Tensor, dist: str, generator, **params) -> Tensor:
     gets a contiguous draw copied in) and bump its version."""
     from refimpl.cuda import _random_kernels, _tensor_ops
 
+    if t._storage.device.type == "meta":  # a fake CUDA tensor: no data to draw
+        return t
     gen = _gen(generator, t._storage.device)
     if t.is_contiguous():
         _random_kernels.draw(t, dist, gen, **params)
@@ -93,9 +95,10 @@ def _sample(size, dt: D.dtype, device, values, requires_grad: bool, out, cuda) -
         t = out
     else:
         t = empty(*shape, dtype=dt, device=device)
-    if t.is_cuda:
+    kind = t._storage.device.type  # a fake CUDA tensor's storage is a meta one
+    if kind == "cuda":
         cuda(t)
-    else:
+    elif kind != "meta":  # meta and fake tensors have no data to draw
         _fill_from(t, values(t.numel()))
     if out is not None:
         return out

@@ -1,0 +1,1 @@
+"""Settings torch keeps under ``torch._functorch`` (``config``: fake-tensor switches)."""
