@@ -1,16 +1,38 @@
 #!/usr/bin/env bash
-# Everything that needs the GPU, in one run: the allocator benchmark, the GPU unit tests,
-# and the whole conformance suite on torch (the oracle installed there) and on refimpl.
+# Everything that needs the GPU, in one run: the whole conformance suite on refimpl and on
+# torch (the oracle installed there, CUDA instances of device-generic cases included), the
+# GPU unit tests that exercise whole programs, and the GPU benchmarks.
 # Usage (on the GPU machine, repo root): OUT=results_dir bash bench/gpu_suite.sh
+#   GPU_SUITE_FULL=1 also runs every per-op GPU test (pointwise, reductions, indexing:
+#   several thousand cases, about 15 minutes) and the seed-size allocator fuzz.
+# nvmath-python (cuBLAS) is installed from .whl/ when the wheels were carried there.
 set -u
-export PYTHONPATH=. PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
 mkdir -p "$OUT"
-python3 bench/bench_allocator.py --out "$OUT/allocator.json" > "$OUT/allocator.log" 2>&1
-tail -n 5 "$OUT/allocator.log"
-python3 -m pytest tests/gpu -q -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1
-tail -n 3 "$OUT/gpu_tests.log"
-for target in torch refimpl; do
-    python3 -m cli.main run-conformance --target "$target" -j 8 \
-        --json "$OUT/conformance_$target.json" > "$OUT/conformance_$target.log" 2>&1
-    tail -n 14 "$OUT/conformance_$target.log"
+LOG="$OUT/suite.log"
+: > "$LOG"
+for target in refimpl torch; do
+    python3 -m cli.main run-conformance --target "$target" -j 14 \
+        --json "$OUT/conformance_$target.json" > "$OUT/conformance_$target.txt" 2>&1
+    grep -E "^(FAILED|ERROR) " "$OUT/conformance_$target.txt" | tee -a "$LOG"
+    tail -n 14 "$OUT/conformance_$target.txt" | tee -a "$LOG"
+    cat "$OUT/conformance_$target.txt" >> "$LOG"
+    rm "$OUT/conformance_$target.txt"
 done
+tests=(tests/gpu/test_cuda_mlp_gpu.py tests/gpu/test_cuda_no_cpu_compute_gpu.py
+       tests/gpu/test_cuda_driver_gpu.py tests/gpu/test_cuda_tensors_gpu.py
+       tests/gpu/test_cuda_blas_gpu.py tests/gpu/test_cuda_random_gpu.py)
+if [ "${GPU_SUITE_FULL:-0}" = 1 ]; then
+    tests=(tests/gpu)
+fi
+python3 -m pytest "${tests[@]}" -q -p no:cacheprovider >> "$LOG" 2>&1
+grep -E "passed|failed" "$LOG" | tail -n 1
+python3 bench/bench_gpu_ops.py --out "$OUT/gpu_ops.json" 2>&1 | tee -a "$LOG"
+python3 bench/bench_gpu_graphs.py --out "$OUT/gpu_graphs.json" >> "$LOG" 2>&1
+python3 bench/bench_gpu_indexing.py --out "$OUT/gpu_indexing.json" >> "$LOG" 2>&1
+echo "suite done" | tee -a "$LOG"
