@@ -470,3 +470,21 @@ def test_sorting_edge_shapes():
     v[1, 5] = np.nan
     both(lambda lib, a: lib.sort(a, dim=1, descending=True, stable=True), v, dtype="float16")
     both(lambda lib, a: lib.sort(a, dim=0, stable=True), v, dtype="float16", noncontig=True)
+
+
+def test_backward_of_views_on_cuda():
+    """select, diagonal, unfold (overlapping windows: summed) and as_strided backward."""
+    grads = []
+    for lib in (t, torch):
+        x = lib.tensor(data((4, 4), "float64").tolist(), dtype=lib.float64, device="cuda",
+                       requires_grad=True)
+        for f in (lambda a: a[1], lambda a: a.diagonal(1), lambda a: a.unfold(0, 2, 1),
+                  lambda a: a.as_strided((2, 3), (4, 1), 2), lambda a: a[:, 1:3].flip(0)):
+            p = f(x)
+            w = lib.arange(p.numel(), dtype=lib.float64, device="cuda").reshape(p.shape)
+            (p * w).sum().backward()
+            grads.append(x.grad.clone())
+            x.grad = None
+    n = len(grads) // 2
+    for a, b in zip(grads[:n], grads[n:]):
+        same(a, b)
