@@ -69,7 +69,8 @@ def _to_nested(data):
 # Data made on the host by a constructor (torch.tensor, arange, ...) is handed to the
 # python modes as torch does (aten.lift_fresh): a fake mode turns it into a fake tensor.
 lift_fresh = defop("lift_fresh", meta=lambda self: TensorSpec(self._shape, self.dtype, self.device),
-                   cpu=lambda self: self, differentiable=False, extra={"method": False})
+                   cpu=lambda self: self, cuda=lambda self: self, differentiable=False,
+                   extra={"method": False})
 
 
 def _finish(t: Tensor, dev, requires_grad: bool, pin_memory: bool = False) -> Tensor:

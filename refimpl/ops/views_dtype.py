@@ -171,6 +171,18 @@ def _complex_cpu(real: Tensor, imag: Tensor):
     return out
 
 
+def _complex_cuda(real: Tensor, imag: Tensor) -> Tensor:
+    # the two halves written through the real view of a fresh complex tensor, on the device
+    from refimpl.cuda import _tensor_ops
+
+    spec = _complex_meta(real, imag)
+    out = Tensor._empty(spec.shape, spec.dtype, real.device)
+    pairs = view_as_real(out)
+    _tensor_ops.copy_(pairs.select(-1, 0), real.expand(spec.shape))
+    _tensor_ops.copy_(pairs.select(-1, 1), imag.expand(spec.shape))
+    return out
+
+
 def _complex_backward(ctx, grad):
     from refimpl.ops._helpers import sum_to
 
@@ -189,7 +201,8 @@ def _complex_jvp(ctx, t_re, t_im=None):
 
 
 # torch.complex(real, imag): a fresh complex tensor from two real ones (not a view)
-complex_op = defop("complex", meta=_complex_meta, cpu=_complex_cpu, backward=_complex_backward,
+complex_op = defop("complex", meta=_complex_meta, cpu=_complex_cpu, cuda=_complex_cuda,
+                   backward=_complex_backward,
                    jvp=_complex_jvp, saves=(), extra={"method": False})
 
 

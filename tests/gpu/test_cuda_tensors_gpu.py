@@ -117,3 +117,12 @@ def test_ops_without_cuda_kernels_raise():
     x = t.ones(2, device="cuda")
     with pytest.raises(NotImplementedError, match="no CUDA kernel for 'cpu_only_op'"):
         op(x)
+
+
+def test_complex_from_real_and_imaginary_parts_on_the_device():
+    re = t.tensor([[1.0, -2.0], [3.5, 0.0]], device="cuda")
+    im = t.tensor([0.5, -1.0], device="cuda")  # broadcast along rows
+    z = t.complex(re, im)
+    assert z.device.type == "cuda" and z.dtype is t.complex64
+    expected = np.array([[1 + 0.5j, -2 - 1j], [3.5 + 0.5j, 0 - 1j]], dtype=np.complex64)
+    np.testing.assert_array_equal(z.cpu().numpy(), expected)
