@@ -142,6 +142,8 @@ class Tensor(TensorAutogradMixin):
         counter.version = 0
         t._base = None
         t._np_cache = None
+        if STATE.inference_mode:
+            t._is_inference = True  # made in inference mode
         return t
 
     @classmethod
