@@ -237,6 +237,16 @@ def _fresh_zeros(meta):
 
 
 _TENSOR = None
+_BELOW = None
+
+
+def _below():
+    """refimpl._dispatch.below_autograd (bound on first use: the dispatcher imports us)."""
+    global _BELOW
+    from refimpl._dispatch import below_autograd
+
+    _BELOW = below_autograd
+    return _BELOW
 
 
 def _tensor_cls():
@@ -265,13 +275,29 @@ def _edge_of(a):
     return rg, (gradient_edge(a) if rg else None)
 
 
-def _layout_and_edges(op, args):
+def _layout_and_edges(op, args, scalar_edges=None):
     """Per positional arg: (is_list, number of gradient slots); and the flat edges."""
     Tensor = _TENSOR or _tensor_cls()
+    if scalar_edges is None:
+        scalar_edges = _op_info(op)[1]
+    n = len(args)
+    if n == 2:
+        # the common binary call (tensor op tensor, tensor op number): no lists to flatten
+        a, b = args
+        if type(a) is Tensor:
+            ta = type(b)
+            if ta is Tensor:
+                ra, ea = _edge_of(a)
+                rb, eb = _edge_of(b)
+                return _TWO, (ea, eb), (ra, rb)
+            if ta is float or ta is int:
+                ra, ea = _edge_of(a)
+                if scalar_edges:
+                    return _TWO, (ea, None), (ra, False)
+                return _ONE_NONE, (ea,), (ra, False)
     layout = []
     edges = []
     needs = []
-    scalar_edges = _op_info(op)[1]
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             rg, edge = _edge_of(a)
@@ -301,6 +327,8 @@ def _layout_and_edges(op, args):
 
 _ONE = (False, 1)
 _NONE = (False, 0)
+_TWO = (_ONE, _ONE)
+_ONE_NONE = (_ONE, _NONE)
 # id(op) -> (op, scalar_edges, save rule or None, node class)
 _OP_INFO: dict = {}
 
@@ -337,8 +365,9 @@ def _save_positions(op, needs) -> set | None:
     return keep
 
 
-def _new_node(op, edges, in_meta) -> OpNode:
-    cls = _op_info(op)[3]
+def _new_node(op, edges, in_meta, cls=None) -> OpNode:
+    if cls is None:
+        cls = _op_info(op)[3]
     node = cls.__new__(cls)
     node._init_node(edges, in_meta)
     node._op = op
@@ -382,38 +411,39 @@ def _needs_self_value(op, needs) -> bool:
 
 def record(op, args, kwargs):
     """Run ``op`` below autograd and attach a graph node to its outputs."""
-    from refimpl._dispatch import below_autograd
-
-    info = _op_info(op)
+    below_autograd = _BELOW or _below()
+    info = _OP_INFO.get(id(op))
+    if info is None or info[0] is not op:
+        info = _op_info(op)
     if info[4]:
         return _record_inplace(op, args, kwargs)
+    is_view = op.kind == "view"
     if not STATE.grad_enabled:
-        return _untracked_view(op, args, kwargs) if op.kind == "view" else \
+        return _untracked_view(op, args, kwargs) if is_view else \
             below_autograd(op, args, kwargs)
-    if op.kind == "view" and args and _is_tensor(args[0]) and args[0]._is_inference:
+    if is_view and args and _is_tensor(args[0]) and args[0]._is_inference:
         # a view of an inference tensor is an alias with no history (INFER-010/016)
         return below_autograd(op, args, kwargs)
-    layout, edges, needs = _layout_and_edges(op, args)
+    layout, edges, needs = _layout_and_edges(op, args, info[1])
     if not any(needs):
-        if op.kind == "view":
+        if is_view:
             return _untracked_view(op, args, kwargs)
         return below_autograd(op, args, kwargs)
     out = below_autograd(op, args, kwargs)
     Tensor = _TENSOR or _tensor_cls()
-    if isinstance(out, Tensor):
+    if type(out) is Tensor or isinstance(out, Tensor):
         outs = (out,)
-        in_meta = ((out._shape, out.dtype, out.device),)
+        in_meta = ((out._shape, out.dtype, out._storage.device),)
     else:
         outs = out if isinstance(out, (tuple, list)) else (out,)
         in_meta = tuple((o._shape, o.dtype, o.device) if isinstance(o, Tensor)
                         else ((), None, None) for o in outs)
     diff = op.diff_outputs
-    node = _new_node(op, edges, in_meta)
+    node = _new_node(op, edges, in_meta, info[3])
     node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
     _save_args(node, op, args, needs)
-    is_view = op.kind == "view"
     src = args[0] if is_view else None
     multi = is_view and not isinstance(out, Tensor)
     for i, o in enumerate(outs):
