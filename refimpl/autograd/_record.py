@@ -76,6 +76,41 @@ class OpContext:
         self.needs_input_grad = needs_input_grad
 
 
+_LAZY = object()
+
+
+class _NodeContext:
+    """The ``OpContext`` a node's formula gets: saved (version-checked) values are unpacked
+    up front, as torch checks them whenever the node runs; arguments and outputs held only
+    weakly are unpacked if the formula reads them (most formulas of cheap ops do not)."""
+
+    __slots__ = ("_args", "_node", "_outs", "kwargs", "needs_input_grad")
+
+    def __init__(self, node) -> None:
+        self._node = node
+        self.kwargs = node._kwargs
+        self.needs_input_grad = node._needs
+        strong = node._strong
+        self._args = node._unpack_args() if strong & 1 else _LAZY
+        self._outs = node._unpack_outputs() if strong & 2 else _LAZY
+
+    @property
+    def args(self) -> tuple:
+        """The op's arguments (tensors as given)."""
+        a = self._args
+        if a is _LAZY:
+            a = self._args = self._node._unpack_args()
+        return a
+
+    @property
+    def outputs(self):
+        """The op's outputs, as a tuple."""
+        o = self._outs
+        if o is _LAZY:
+            o = self._outs = self._node._unpack_outputs()
+        return o
+
+
 class OpNode(GraphNode):
     """The backward node of one call of a registered op."""
 
@@ -88,6 +123,7 @@ class OpNode(GraphNode):
         "_outs",
         "_released",
         "_saved_at",
+        "_strong",
     )
 
     def _apply(self, grads: list) -> list:
@@ -107,8 +143,7 @@ class OpNode(GraphNode):
         if len(grads) > 1 and any(g is None for g in grads):
             grads = [g if g is not None else _fresh_zeros(meta) for g, meta in
                      zip(grads, self._in_meta)]
-        ctx = OpContext(self._unpack_args(), self._kwargs, self._unpack_outputs(), self._needs)
-        res = op.backward(ctx, *grads)
+        res = op.backward(_NodeContext(self), *grads)
         if not isinstance(res, (tuple, list)):
             res = (res,)
         layout = self._layout
@@ -402,6 +437,10 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
                 saved_args[i] = seq
     node._args = tuple(saved_args)
     node._saved_at = tuple(saved_at)
+    # bit 1: an argument is saved (not just weakly held); bit 2 is set with the outputs
+    node._strong = 1 if any(type(saved_args[w] if type(w) is int else
+                                 saved_args[w[0]][w[1]]) is not _WeakArg
+                            for w in saved_at) else 0
 
 
 def _needs_self_value(op, needs) -> bool:
@@ -461,6 +500,7 @@ def record(op, args, kwargs):
         node._outs = tuple(SavedVariable(o, is_output=True, output_nr=i)
                            if isinstance(o, Tensor) and o._gfn is node else o
                            for i, o in enumerate(outs))
+        node._strong |= 2
     elif len(outs) == 1 and isinstance(out, Tensor):
         node._outs = (_WeakArg(out),)
     else:
@@ -536,4 +576,5 @@ def _record_inplace(op, args, kwargs):
             node._outs = (SavedVariable(self),)
         else:
             node._outs = (SavedVariable(self, is_output=True),)
+        node._strong |= 2
     return out
