@@ -383,9 +383,10 @@ def _op_info(op):
     return info
 
 
-def _save_positions(op, needs) -> set | None:
+def _save_positions(op, needs, info=None) -> set | None:
     """Indices of the positional args to save (None: every tensor argument)."""
-    info = _op_info(op)
+    if info is None:
+        info = _op_info(op)
     cache = info[7]
     if needs in cache:  # None is a valid cached answer, so no .get()
         return cache[needs]
@@ -410,11 +411,14 @@ def _new_node(op, edges, in_meta, cls=None) -> OpNode:
     return node
 
 
-def _save_args(node, op, args, needs, self_clone=None) -> None:
-    keep = _save_positions(op, needs)
+def _save_args(node, op, args, needs, self_clone=None, info=None) -> None:
+    keep = _save_positions(op, needs, info)
     Tensor = _TENSOR or _tensor_cls()
     saved_args = list(args)
     saved_at = []
+    # bit 1 of _strong: an argument is saved (not just weakly held); bit 2 is set by the
+    # caller when outputs are saved
+    strong = 0
     for i, a in enumerate(args):
         if keep is not None and i not in keep:
             if isinstance(a, Tensor):
@@ -425,6 +429,7 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
             src = self_clone if (i == 0 and self_clone is not None) else a
             saved_args[i] = SavedVariable(src)
             saved_at.append(i)
+            strong = 1
         elif isinstance(a, (list, tuple)):
             seq = list(a)
             touched = False
@@ -435,12 +440,10 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
                     touched = True
             if touched:
                 saved_args[i] = seq
+                strong = 1
     node._args = tuple(saved_args)
     node._saved_at = tuple(saved_at)
-    # bit 1: an argument is saved (not just weakly held); bit 2 is set with the outputs
-    node._strong = 1 if any(type(saved_args[w] if type(w) is int else
-                                 saved_args[w[0]][w[1]]) is not _WeakArg
-                            for w in saved_at) else 0
+    node._strong = strong
 
 
 def _needs_self_value(op, needs) -> bool:
@@ -482,7 +485,7 @@ def record(op, args, kwargs):
     node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
-    _save_args(node, op, args, needs)
+    _save_args(node, op, args, needs, None, info)
     src = args[0] if is_view else None
     multi = is_view and not isinstance(out, Tensor)
     for i, o in enumerate(outs):
