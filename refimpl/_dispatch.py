@@ -79,9 +79,7 @@ def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
     that a later in-place op on it can be checked or replayed.
     """
     if op.kind == "view":
-        from refimpl.autograd import _record
-
-        return _record.record(op, args, kwargs)
+        return (_RECORD or _recorder())(op, args, kwargs)
     if STATE.grad_enabled and op.differentiable:
         for a in args:
             if isinstance(a, Tensor):
@@ -98,10 +96,20 @@ def autograd_layer(op: OpDef, args: tuple, kwargs: dict):
         else:
             if not (kwargs and any(t.requires_grad for t in tensors_in((), kwargs))):
                 return below_autograd(op, args, kwargs)
-        from refimpl.autograd import _record
-
-        return _record.record(op, args, kwargs)
+        return (_RECORD or _recorder())(op, args, kwargs)
     return below_autograd(op, args, kwargs)
+
+
+_RECORD = None
+
+
+def _recorder():
+    """refimpl.autograd._record.record, bound on first use (it imports this module)."""
+    global _RECORD
+    from refimpl.autograd._record import record
+
+    _RECORD = record
+    return record
 
 
 def below_autograd(op: OpDef, args: tuple, kwargs: dict):
@@ -149,8 +157,10 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
         # copies between devices run on the CUDA side (it owns the copy engine)
         devs = [t._storage.device for t in tensors_in(args, kwargs)]
         dev = next((d for d in devs if d.type == "cuda"), devs[0] if devs else CPU)
-    elif len(args) == 2 and not kwargs and type(args[0]) is Tensor and type(args[1]) is Tensor \
-            and args[0]._storage.device is args[1]._storage.device:
+    elif len(args) == 2 and not kwargs and type(args[0]) is Tensor and (
+            type(args[1]) is float or type(args[1]) is int
+            or (type(args[1]) is Tensor
+                and args[0]._storage.device is args[1]._storage.device)):
         dev = args[0]._storage.device  # the common binary case, decided without a scan
     else:
         dev = common_device(op, tensors_in(args, kwargs))

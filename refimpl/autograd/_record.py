@@ -76,6 +76,41 @@ class OpContext:
         self.needs_input_grad = needs_input_grad
 
 
+_LAZY = object()
+
+
+class _NodeContext:
+    """The ``OpContext`` a node's formula gets: saved (version-checked) values are unpacked
+    up front, as torch checks them whenever the node runs; arguments and outputs held only
+    weakly are unpacked if the formula reads them (most formulas of cheap ops do not)."""
+
+    __slots__ = ("_args", "_node", "_outs", "kwargs", "needs_input_grad")
+
+    def __init__(self, node) -> None:
+        self._node = node
+        self.kwargs = node._kwargs
+        self.needs_input_grad = node._needs
+        strong = node._strong
+        self._args = node._unpack_args() if strong & 1 else _LAZY
+        self._outs = node._unpack_outputs() if strong & 2 else _LAZY
+
+    @property
+    def args(self) -> tuple:
+        """The op's arguments (tensors as given)."""
+        a = self._args
+        if a is _LAZY:
+            a = self._args = self._node._unpack_args()
+        return a
+
+    @property
+    def outputs(self):
+        """The op's outputs, as a tuple."""
+        o = self._outs
+        if o is _LAZY:
+            o = self._outs = self._node._unpack_outputs()
+        return o
+
+
 class OpNode(GraphNode):
     """The backward node of one call of a registered op."""
 
@@ -88,6 +123,7 @@ class OpNode(GraphNode):
         "_outs",
         "_released",
         "_saved_at",
+        "_strong",
     )
 
     def _apply(self, grads: list) -> list:
@@ -107,8 +143,7 @@ class OpNode(GraphNode):
         if len(grads) > 1 and any(g is None for g in grads):
             grads = [g if g is not None else _fresh_zeros(meta) for g, meta in
                      zip(grads, self._in_meta)]
-        ctx = OpContext(self._unpack_args(), self._kwargs, self._unpack_outputs(), self._needs)
-        res = op.backward(ctx, *grads)
+        res = op.backward(_NodeContext(self), *grads)
         if not isinstance(res, (tuple, list)):
             res = (res,)
         layout = self._layout
@@ -237,6 +272,16 @@ def _fresh_zeros(meta):
 
 
 _TENSOR = None
+_BELOW = None
+
+
+def _below():
+    """refimpl._dispatch.below_autograd (bound on first use: the dispatcher imports us)."""
+    global _BELOW
+    from refimpl._dispatch import below_autograd
+
+    _BELOW = below_autograd
+    return _BELOW
 
 
 def _tensor_cls():
@@ -265,13 +310,29 @@ def _edge_of(a):
     return rg, (gradient_edge(a) if rg else None)
 
 
-def _layout_and_edges(op, args):
+def _layout_and_edges(op, args, scalar_edges=None):
     """Per positional arg: (is_list, number of gradient slots); and the flat edges."""
     Tensor = _TENSOR or _tensor_cls()
+    if scalar_edges is None:
+        scalar_edges = _op_info(op)[1]
+    n = len(args)
+    if n == 2:
+        # the common binary call (tensor op tensor, tensor op number): no lists to flatten
+        a, b = args
+        if type(a) is Tensor:
+            ta = type(b)
+            if ta is Tensor:
+                ra, ea = _edge_of(a)
+                rb, eb = _edge_of(b)
+                return _TWO, (ea, eb), (ra, rb)
+            if ta is float or ta is int:
+                ra, ea = _edge_of(a)
+                if scalar_edges:
+                    return _TWO, (ea, None), (ra, False)
+                return _ONE_NONE, (ea,), (ra, False)
     layout = []
     edges = []
     needs = []
-    scalar_edges = _op_info(op)[1]
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             rg, edge = _edge_of(a)
@@ -301,6 +362,8 @@ def _layout_and_edges(op, args):
 
 _ONE = (False, 1)
 _NONE = (False, 0)
+_TWO = (_ONE, _ONE)
+_ONE_NONE = (_ONE, _NONE)
 # id(op) -> (op, scalar_edges, save rule or None, node class)
 _OP_INFO: dict = {}
 
@@ -320,9 +383,10 @@ def _op_info(op):
     return info
 
 
-def _save_positions(op, needs) -> set | None:
+def _save_positions(op, needs, info=None) -> set | None:
     """Indices of the positional args to save (None: every tensor argument)."""
-    info = _op_info(op)
+    if info is None:
+        info = _op_info(op)
     cache = info[7]
     if needs in cache:  # None is a valid cached answer, so no .get()
         return cache[needs]
@@ -337,8 +401,9 @@ def _save_positions(op, needs) -> set | None:
     return keep
 
 
-def _new_node(op, edges, in_meta) -> OpNode:
-    cls = _op_info(op)[3]
+def _new_node(op, edges, in_meta, cls=None) -> OpNode:
+    if cls is None:
+        cls = _op_info(op)[3]
     node = cls.__new__(cls)
     node._init_node(edges, in_meta)
     node._op = op
@@ -346,11 +411,14 @@ def _new_node(op, edges, in_meta) -> OpNode:
     return node
 
 
-def _save_args(node, op, args, needs, self_clone=None) -> None:
-    keep = _save_positions(op, needs)
+def _save_args(node, op, args, needs, self_clone=None, info=None) -> None:
+    keep = _save_positions(op, needs, info)
     Tensor = _TENSOR or _tensor_cls()
     saved_args = list(args)
     saved_at = []
+    # bit 1 of _strong: an argument is saved (not just weakly held); bit 2 is set by the
+    # caller when outputs are saved
+    strong = 0
     for i, a in enumerate(args):
         if keep is not None and i not in keep:
             if isinstance(a, Tensor):
@@ -361,6 +429,7 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
             src = self_clone if (i == 0 and self_clone is not None) else a
             saved_args[i] = SavedVariable(src)
             saved_at.append(i)
+            strong = 1
         elif isinstance(a, (list, tuple)):
             seq = list(a)
             touched = False
@@ -371,8 +440,10 @@ def _save_args(node, op, args, needs, self_clone=None) -> None:
                     touched = True
             if touched:
                 saved_args[i] = seq
+                strong = 1
     node._args = tuple(saved_args)
     node._saved_at = tuple(saved_at)
+    node._strong = strong
 
 
 def _needs_self_value(op, needs) -> bool:
@@ -382,38 +453,39 @@ def _needs_self_value(op, needs) -> bool:
 
 def record(op, args, kwargs):
     """Run ``op`` below autograd and attach a graph node to its outputs."""
-    from refimpl._dispatch import below_autograd
-
-    info = _op_info(op)
+    below_autograd = _BELOW or _below()
+    info = _OP_INFO.get(id(op))
+    if info is None or info[0] is not op:
+        info = _op_info(op)
     if info[4]:
         return _record_inplace(op, args, kwargs)
+    is_view = op.kind == "view"
     if not STATE.grad_enabled:
-        return _untracked_view(op, args, kwargs) if op.kind == "view" else \
+        return _untracked_view(op, args, kwargs) if is_view else \
             below_autograd(op, args, kwargs)
-    if op.kind == "view" and args and _is_tensor(args[0]) and args[0]._is_inference:
+    if is_view and args and _is_tensor(args[0]) and args[0]._is_inference:
         # a view of an inference tensor is an alias with no history (INFER-010/016)
         return below_autograd(op, args, kwargs)
-    layout, edges, needs = _layout_and_edges(op, args)
+    layout, edges, needs = _layout_and_edges(op, args, info[1])
     if not any(needs):
-        if op.kind == "view":
+        if is_view:
             return _untracked_view(op, args, kwargs)
         return below_autograd(op, args, kwargs)
     out = below_autograd(op, args, kwargs)
     Tensor = _TENSOR or _tensor_cls()
-    if isinstance(out, Tensor):
+    if type(out) is Tensor or isinstance(out, Tensor):
         outs = (out,)
-        in_meta = ((out._shape, out.dtype, out.device),)
+        in_meta = ((out._shape, out.dtype, out._storage.device),)
     else:
         outs = out if isinstance(out, (tuple, list)) else (out,)
         in_meta = tuple((o._shape, o.dtype, o.device) if isinstance(o, Tensor)
                         else ((), None, None) for o in outs)
     diff = op.diff_outputs
-    node = _new_node(op, edges, in_meta)
+    node = _new_node(op, edges, in_meta, info[3])
     node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
-    _save_args(node, op, args, needs)
-    is_view = op.kind == "view"
+    _save_args(node, op, args, needs, None, info)
     src = args[0] if is_view else None
     multi = is_view and not isinstance(out, Tensor)
     for i, o in enumerate(outs):
@@ -431,6 +503,7 @@ def record(op, args, kwargs):
         node._outs = tuple(SavedVariable(o, is_output=True, output_nr=i)
                            if isinstance(o, Tensor) and o._gfn is node else o
                            for i, o in enumerate(outs))
+        node._strong |= 2
     elif len(outs) == 1 and isinstance(out, Tensor):
         node._outs = (_WeakArg(out),)
     else:
@@ -506,4 +579,5 @@ def _record_inplace(op, args, kwargs):
             node._outs = (SavedVariable(self),)
         else:
             node._outs = (SavedVariable(self, is_output=True),)
+        node._strong |= 2
     return out

@@ -292,7 +292,7 @@ def _apply(cls, setup: bool, args: tuple, kwargs: dict):
         STATE.fw_grad_enabled = prev_fw
     wrapped = _wrap_outputs(ctx, raw, tensor_inputs, executable)
     if FW.active and prev_fw:
-        from refimpl.autograd.forward_ad import function_jvp
+        from refimpl.autograd._function_jvp import function_jvp
 
         raw_outs = list(raw) if isinstance(raw, tuple) else [raw]
         function_jvp(cls, ctx, args, list(wrapped) if isinstance(raw, tuple) else [wrapped],

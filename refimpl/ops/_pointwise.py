@@ -496,14 +496,20 @@ def conj(x):
 # -- the fast path -------------------------------------------------------------------
 
 def fast_same(a, b):
-    """Both tensors of one shape and one real, non-reduced dtype: numpy runs them as is."""
-    return (type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype
-            and a._shape == b._shape and a.dtype in _FAST)
+    """Both tensors of one shape and one real, non-reduced dtype, or a float32/float64
+    tensor and a Python float (numpy casts the weak float to the array's dtype, as the
+    general path does): numpy runs them as is."""
+    if type(a) is not Tensor:
+        return False
+    if type(b) is float:
+        return a.dtype is D.float32 or a.dtype is D.float64
+    return (type(b) is Tensor and a.dtype is b.dtype and a._shape == b._shape
+            and a.dtype in _FAST)
 
 
 def fast_binary(ufunc, a, b):
-    """``ufunc`` on two ``fast_same`` tensors (the lean path of add/sub/mul/div)."""
-    x, y = a._np, b._np
+    """``ufunc`` on ``fast_same`` operands (the lean path of add/sub/mul/div)."""
+    x, y = a._np, (b if type(b) is float else b._np)
     if a.dtype.category < 2:  # integer and bool loops raise no floating-point warnings
         r = ufunc(x, y)
     elif _ERRSTATE is not None:
