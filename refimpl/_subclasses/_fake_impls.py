@@ -108,6 +108,16 @@ SELF_DEVICE_OPS = frozenset({"copy_", "slice_scatter"})
 INDEX_OPS = frozenset({"index", "index_put", "index_put_"})
 
 
+def _check_index_put_values(name: str, self, values) -> None:
+    """torch's fake index_put rule: values on self's device, or a one-element 0-dim value."""
+    self_dev = self._storage.fake_device
+    values_dev = getattr(values._storage, "fake_device", values._storage.device)
+    if values_dev != self_dev and not (values.dim() == 0 and values.numel() == 1):
+        raise RuntimeError(
+            f"Mismatching aten.{name}.default device between self ({self_dev}) and values "
+            f"({values_dev})")
+
+
 def common_device(op, args: tuple, kwargs: dict, fakes_only: list) -> device:
     """The device of an op's output on fake tensors (torch's ``_find_common_device``).
 
@@ -118,6 +128,8 @@ def common_device(op, args: tuple, kwargs: dict, fakes_only: list) -> device:
     name = op.name
     if name in SELF_DEVICE_OPS and args:
         return args[0]._storage.fake_device
+    if name in ("index_put", "index_put_") and len(args) > 2:
+        _check_index_put_values(name, args[0], args[2])
     tensors = fakes_only
     if name in INDEX_OPS and args:
         indices = args[1] if len(args) > 1 else ()

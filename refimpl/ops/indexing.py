@@ -223,6 +223,12 @@ def _index_put_cuda(self: Tensor, indices, values, accumulate: bool = False) -> 
     _check_index_devices(self)
     _check_values(self, values)
     _check_index_list(self._shape, indices)
+    if isinstance(values, Tensor) and values._storage.device != self._storage.device \
+            and values.dim() > 0:
+        # only a 0-dim CPU value may join a CUDA index_put (index tensors may stay on the CPU)
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{self.device} and {values.device}!")
 
     def check_target(target) -> None:
         try:
