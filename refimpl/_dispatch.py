@@ -285,6 +285,8 @@ def write_into(dst: Tensor, result: Tensor, name: str) -> None:
 
 def copy_into(dst: Tensor, src: Tensor) -> None:
     """Copy (broadcasting, casting) the values of ``src`` into ``dst``; bumps the version."""
+    if dst._is_inference and not STATE.inference_mode:
+        raise RuntimeError(INFERENCE_INPLACE)  # every device's copy_ and out= come here
     dd, sd = dst._storage.device.type, src._storage.device.type
     if dd == "cpu" and sd == "cpu":
         np_dst = dst._np

@@ -29,6 +29,10 @@ def _check_copy_source(self: Tensor, src) -> None:
 
 
 def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     _check_copy_source(self, src)
     from refimpl.cuda import _tensor_ops
 
@@ -38,10 +42,6 @@ def _copy_cuda(self: Tensor, src, non_blocking: bool = False) -> Tensor:
 
 
 def _copy_cpu(self: Tensor, src, non_blocking: bool = False) -> Tensor:
-    if self._is_inference:
-        from refimpl._dispatch import check_inplace_allowed
-
-        check_inplace_allowed(self)
     _check_copy_source(self, src)
     copy_into(self, src)
     return self
@@ -98,6 +98,10 @@ def _fill_cpu(self: Tensor, value) -> Tensor:
 
 
 def _fill_cuda(self: Tensor, value) -> Tensor:
+    if self._is_inference:
+        from refimpl._dispatch import check_inplace_allowed
+
+        check_inplace_allowed(self)
     from refimpl.cuda import _tensor_ops
 
     if isinstance(value, Tensor):
