@@ -75,3 +75,27 @@ def profile(fn, calls: int, unit: str, scale: float, top: int = 15) -> list:
             for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items()]
     rows.sort(key=lambda r: -r[f"own_{unit}"])
     return rows[:top]
+
+
+def gpu_times_ms(lib, fn, repeat: int, warmup: int = 3, spin_cycles: int = 0) -> list[float]:
+    """GPU milliseconds of ``repeat`` single calls of ``fn`` on ``lib`` (refimpl or torch),
+    each between two CUDA events on the current stream, after ``warmup`` calls.
+
+    ``spin_cycles``: a sleep kernel queued before each call keeps the GPU busy while the
+    host queues the call, so that host overhead does not show in the GPU time.
+    """
+    for _ in range(warmup):
+        fn()
+    lib.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start = lib.cuda.Event(enable_timing=True)
+        end = lib.cuda.Event(enable_timing=True)
+        if spin_cycles:
+            lib.cuda._sleep(spin_cycles)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times

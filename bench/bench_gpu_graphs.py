@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._common import gpu_times_ms  # after the path is set
+
 
 def _capture(lib, kernels: int):
     s = lib.cuda.Stream()
@@ -47,16 +49,7 @@ def _capture(lib, kernels: int):
 
 def _gpu_ms(lib, fn, repeat: int) -> float:
     """Median GPU milliseconds of ``fn`` between two events on the current stream."""
-    samples = []
-    for _ in range(repeat):
-        e0 = lib.cuda.Event(enable_timing=True)
-        e1 = lib.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        samples.append(e0.elapsed_time(e1))
-    return statistics.median(samples)
+    return statistics.median(gpu_times_ms(lib, fn, repeat, warmup=0))
 
 
 def measure(lib, kernels: int, replays: int, repeat: int, captures: int) -> dict:

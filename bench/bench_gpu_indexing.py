@@ -18,21 +18,12 @@ import statistics
 
 import numpy as np
 
+from bench._common import gpu_times_ms
 
-def _gpu_ms(fn, sync, event, repeat: int, warmup: int = 2) -> float:
+
+def _gpu_ms(lib, fn, repeat: int, warmup: int = 2) -> float:
     """Median milliseconds of ``fn`` between two CUDA events."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeat):
-        start, end = event(), event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(gpu_times_ms(lib, fn, repeat, warmup))
 
 
 def _cases(lib, rng_data: dict) -> dict:
@@ -92,10 +83,8 @@ def run(repeat: int) -> dict:
     ref = _cases(t, data)
     tor = _cases(torch, data)
     for name in ref:
-        r = _gpu_ms(ref[name], t.cuda.synchronize,
-                    lambda: t.cuda.Event(enable_timing=True), repeat)
-        q = _gpu_ms(tor[name], torch.cuda.synchronize,
-                    lambda: torch.cuda.Event(enable_timing=True), repeat)
+        r = _gpu_ms(t, ref[name], repeat)
+        q = _gpu_ms(torch, tor[name], repeat)
         report["cases"][name] = {"refimpl_ms": r, "torch_ms": q, "ratio": r / q}
         print(f"{name:28s} refimpl {r:9.3f} ms  torch {q:9.3f} ms  x{r / q:7.2f}", flush=True)
     return report

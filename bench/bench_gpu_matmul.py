@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import refimpl as t
-from bench._common import cpu_model
+from bench._common import cpu_model, gpu_times_ms
 
 _SPIN_CYCLES = 2_000_000  # about a millisecond: longer than either runtime's launch path
 CASES = [
@@ -36,21 +36,9 @@ CASES = [
 
 
 def _events_ms(lib, fn, warmup: int, repeat: int) -> list[float]:
-    """GPU milliseconds of ``repeat`` single calls, each between two CUDA events."""
-    for _ in range(warmup):
-        fn()
-    lib.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start = lib.cuda.Event(enable_timing=True)
-        end = lib.cuda.Event(enable_timing=True)
-        lib.cuda._sleep(_SPIN_CYCLES)  # the GPU is busy while the host queues the call
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
+    """GPU milliseconds of ``repeat`` single calls, each between two CUDA events (the GPU
+    kept busy while the host queues each call)."""
+    return gpu_times_ms(lib, fn, repeat, warmup, spin_cycles=_SPIN_CYCLES)
 
 
 def _operands(lib, batch: int, m: int, k: int, n: int, dtype: str):

@@ -19,21 +19,12 @@ import time
 
 import numpy as np
 
+from bench._common import gpu_times_ms
 
-def _gpu_ms(fn, sync, event, repeat: int, warmup: int = 3) -> float:
+
+def _gpu_ms(lib, fn, repeat: int, warmup: int = 3) -> float:
     """Median milliseconds of ``fn`` between two CUDA events."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeat):
-        start, end = event(), event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(gpu_times_ms(lib, fn, repeat, warmup))
 
 
 def _host_us(fn, sync, number: int = 2000, repeat: int = 7) -> float:
@@ -67,15 +58,9 @@ def run(repeat: int) -> dict:
                     "repeat": repeat, "cases": {}}
     rsync, tsync = t.cuda.synchronize, torch.cuda.synchronize
 
-    def revent():
-        return t.cuda.Event(enable_timing=True)
-
-    def tevent():
-        return torch.cuda.Event(enable_timing=True)
-
     # device-to-device copy bandwidth (torch's copy_ of 2**28 float32: read + write)
     src, dst = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
-    copy_ms = _gpu_ms(lambda d=dst, s=src: d.copy_(s), tsync, tevent, repeat)
+    copy_ms = _gpu_ms(torch, lambda d=dst, s=src: d.copy_(s), repeat)
     result["copy_GBps"] = 2 * n * 4 / copy_ms / 1e6
     del src, dst
 
@@ -95,8 +80,8 @@ def run(repeat: int) -> dict:
         check = fn(ra, rb)
         assert check.device.type == "cuda" and check.shape == sa
         del check
-        t_ms = _gpu_ms(lambda f=fn, a=ta, b=tb: f(a, b), tsync, tevent, repeat)
-        r_ms = _gpu_ms(lambda f=fn, a=ra, b=rb: f(a, b), rsync, revent, repeat)
+        t_ms = _gpu_ms(torch, lambda f=fn, a=ta, b=tb: f(a, b), repeat)
+        r_ms = _gpu_ms(t, lambda f=fn, a=ra, b=rb: f(a, b), repeat)
         itemsize = ta.element_size()
         nbytes = (2 * ta.numel() + tb.numel()) * itemsize
         result["cases"][name] = {

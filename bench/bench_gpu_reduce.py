@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import refimpl as t
-from bench._common import cpu_model
+from bench._common import cpu_model, gpu_times_ms
 
 _SPIN_CYCLES = 2_000_000  # about a millisecond: longer than either runtime's launch path
 GOALS = {"sum_2^28_float32": 0.85, "softmax_8192x8192_float32": 0.7}
@@ -45,21 +45,9 @@ def _cases():
 
 
 def _events_ms(lib, fn, warmup: int, repeat: int) -> list[float]:
-    """GPU milliseconds of ``repeat`` single calls, each between two CUDA events."""
-    for _ in range(warmup):
-        fn()
-    lib.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start = lib.cuda.Event(enable_timing=True)
-        end = lib.cuda.Event(enable_timing=True)
-        lib.cuda._sleep(_SPIN_CYCLES)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
+    """GPU milliseconds of ``repeat`` single calls, each between two CUDA events (the GPU
+    kept busy while the host queues each call)."""
+    return gpu_times_ms(lib, fn, repeat, warmup, spin_cycles=_SPIN_CYCLES)
 
 
 def run_case(torch, case, host: np.ndarray, warmup: int, repeat: int) -> dict:
