@@ -45,6 +45,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, contiguous_strides
 from refimpl.cuda import _driver, _nvrtc, streams
+from refimpl.cuda._kernels import _coalesce as merge_dims
 from refimpl.cuda._pointwise_prelude import PRELUDE
 
 MAX_DIMS = 8
@@ -128,19 +129,8 @@ def coalesce(shape: Sequence[int], strides: list[list[int]]) -> tuple[list[int],
 
     Returns (sizes, strides per operand), innermost dimension first.
     """
-    dims = [(n, [s[i] for s in strides]) for i, n in enumerate(shape) if n != 1]
-    merged: list[tuple[int, list[int]]] = []
-    for n, st in dims:
-        if merged:
-            pn, pst = merged[-1]
-            if all(p == s * n for p, s in zip(pst, st)):
-                merged[-1] = (pn * n, st)
-                continue
-        merged.append((n, st))
-    if not merged:
-        merged = [(1, [0] * len(strides))]
-    merged.reverse()
-    return [n for n, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides))]
+    sizes, per_operand = merge_dims(list(shape), *strides)
+    return sizes[::-1], [st[::-1] for st in per_operand]
 
 
 def expanded_strides(t: Tensor, shape: tuple) -> list[int]:
