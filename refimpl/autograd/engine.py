@@ -394,8 +394,9 @@ def stealable(grad, expected_refs: int) -> bool:
     """Whether nobody but the engine holds ``grad`` (so ``.grad`` may take it over).
     ``expected_refs``: the references the caller knows of (this call's own two, its
     parameter and getrefcount's argument, come on top)."""
-    return (grad._base is None and sys.getrefcount(grad) <= expected_refs + 2
-            and sys.getrefcount(grad._storage) <= 2)
+    # torch looks at the tensor's own reference count only: a gradient that shares its
+    # storage with another tensor (a detached alias) is taken over all the same
+    return grad._base is None and sys.getrefcount(grad) <= expected_refs + 2
 
 
 def accumulate_into(variable, grad, steal: bool = False) -> None:
