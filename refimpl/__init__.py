@@ -35,6 +35,7 @@ from refimpl.backends._precision import (
     get_float32_matmul_precision,
     set_float32_matmul_precision,
 )
+from refimpl.serialization import load, save
 
 bool = _dtype.bool_
 half, float, double = float16, float32, float64
