@@ -45,6 +45,11 @@ short, int, long = int16, int32, int64
 __version__ = "0.1.0"
 
 _tensor_methods.bind()
+
+# The legacy typed classes (refimpl.FloatTensor...): construct and match CPU tensors.
+from refimpl._typed import make_types as _make_types
+
+globals().update(_make_types(cuda=False))
 for _module in _ops.loaded:
     for _name in getattr(_module, "__all__", ()):
         globals()[_name] = getattr(_module, _name)

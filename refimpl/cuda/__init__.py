@@ -104,6 +104,12 @@ def current_blas_handle() -> int:
 
 _lazy.register_init_hook(_device_source.install)
 
+# The legacy typed classes (refimpl.cuda.FloatTensor...): construct and match CUDA tensors.
+from refimpl._typed import make_types as _make_types
+
+_TYPED = _make_types(cuda=True)
+globals().update(_TYPED)
+
 __all__ = [
     "AcceleratorError",
     "CUDAGraph",
@@ -158,3 +164,4 @@ _memory.set_lazy_init_hook(_lazy_init)
 _memory.set_is_initialized_hook(is_initialized)
 _memory.set_device_count_hook(device_count)
 __all__ += [n for n in _memory.__all__ if not n.endswith("_hook") and n not in __all__]
+__all__ += [n for n in sorted(_TYPED)]
