@@ -50,6 +50,13 @@ _tensor_methods.bind()
 from refimpl._typed import make_types as _make_types
 
 globals().update(_make_types(cuda=False))
+
+# Typed storages (Tensor.storage(), refimpl.FloatStorage...).
+from refimpl import storage
+from refimpl.storage import TypedStorage
+from refimpl.storage import make_storage_types as _make_storage_types
+
+globals().update(_make_storage_types(cuda=False))
 for _module in _ops.loaded:
     for _name in getattr(_module, "__all__", ()):
         globals()[_name] = getattr(_module, _name)

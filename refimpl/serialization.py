@@ -40,6 +40,7 @@ from refimpl._device import as_device
 from refimpl._device import device as _Device
 from refimpl._storage import UntypedStorage
 from refimpl._tensor import Tensor
+from refimpl.storage import TypedStorage
 
 __all__ = ["load", "save"]
 
@@ -115,7 +116,9 @@ class _Pickler(pickle._Pickler):
         return NotImplemented
 
     def persistent_id(self, obj):
-        if type(obj) is not _StorageRef:
+        if isinstance(obj, TypedStorage):
+            obj = _StorageRef(obj._untyped_storage, obj.dtype)
+        elif type(obj) is not _StorageRef:
             return None
         storage, dtype = obj.storage, obj.dtype
         key = self._keys.get(id(storage))
@@ -235,8 +238,8 @@ def _weights_only_error(detail: str) -> pickle.UnpicklingError:
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad,
                        backward_hooks, metadata=None) -> Tensor:
     """Rebuild a tensor over a loaded storage (the callable the pickle names)."""
-    untyped, dtype = storage
-    t = Tensor._make(untyped, tuple(size), tuple(stride), int(storage_offset), dtype)
+    t = Tensor._make(storage._untyped_storage, tuple(size), tuple(stride),
+                     int(storage_offset), storage.dtype)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -337,7 +340,7 @@ class _Unpickler(pickle.Unpickler):
                 )
             storage = _restore(_host_storage(data), str(location), self._map_location)
             self._loaded[key] = storage
-        return (storage, dtype)
+        return TypedStorage._wrap(storage, dtype)
 
 
 def _host_storage(data: bytes) -> UntypedStorage:
