@@ -111,6 +111,35 @@ from refimpl.storage import make_storage_types as _make_storage_types
 _TYPED = _make_types(cuda=True) | _make_storage_types(cuda=True)
 globals().update(_TYPED)
 
+from refimpl.cuda._lazy import _LazySeedTracker
+from refimpl.cuda._remainders import (
+    _check_bf16_tensor_supported,
+    _check_capability,
+    _check_cubins,
+    _extract_arch_version,
+    _get_device,
+    _get_generator,
+    _get_rng_state_offset,
+    _is_compiled,
+    _set_rng_state_offset,
+    _set_stream_by_id,
+    has_magma,
+)
+
+
+def __getattr__(name: str):
+    # computed on access: the generators exist once the devices are known; the
+    # nvtx and tunable submodules import when first used, as attributes of the package
+    if name == "default_generators":
+        from refimpl.cuda import _remainders
+
+        return _remainders.default_generators()
+    if name in ("nvtx", "tunable"):
+        import importlib
+
+        return importlib.import_module(f"refimpl.cuda.{name}")
+    raise AttributeError(f"module 'refimpl.cuda' has no attribute '{name}'")
+
 __all__ = [
     "AcceleratorError",
     "CUDAGraph",
