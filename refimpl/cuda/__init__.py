@@ -63,6 +63,9 @@ _get_nvml_device_index = _device._get_nvml_device_index
 _maybe_exchange_device = _device._maybe_exchange_device
 _parse_visible_devices = _device._parse_visible_devices
 _transform_uuid_to_ordinals = _device._transform_uuid_to_ordinals
+_nvml_based_avail = _device._nvml_based_avail
+_raw_device_count_nvml = _device._raw_device_count_nvml
+_raw_device_uuid_nvml = _device._raw_device_uuid_nvml
 _is_in_bad_fork = _lazy._is_in_bad_fork
 _lazy_call = _lazy._lazy_call
 _sleep = _kernels._sleep
@@ -112,6 +115,16 @@ _TYPED = _make_types(cuda=True) | _make_storage_types(cuda=True)
 globals().update(_TYPED)
 
 from refimpl.cuda._lazy import _LazySeedTracker
+from refimpl.cuda._nvml import (
+    _get_pynvml_handler,
+    clock_rate,
+    device_memory_used,
+    list_gpu_processes,
+    memory_usage,
+    power_draw,
+    temperature,
+    utilization,
+)
 from refimpl.cuda._remainders import (
     _check_bf16_tensor_supported,
     _check_capability,
@@ -195,3 +208,5 @@ _memory.set_is_initialized_hook(is_initialized)
 _memory.set_device_count_hook(device_count)
 __all__ += [n for n in _memory.__all__ if not n.endswith("_hook") and n not in __all__]
 __all__ += [n for n in sorted(_TYPED)]
+__all__ += ["clock_rate", "device_memory_used", "list_gpu_processes", "memory_usage",
+            "power_draw", "temperature", "utilization"]
