@@ -271,6 +271,14 @@ class _LegacyStorageMeta(type):
         return f"<class '{where}{cls.__name__}'>"
 
 
+def _lazy_new(cls, *args, **kwargs):
+    """``__new__`` of the CUDA storage classes: constructing one initialises CUDA first."""
+    from refimpl.cuda._lazy import _lazy_init
+
+    _lazy_init()
+    return object.__new__(cls)
+
+
 def make_storage_types(cuda: builtins.bool) -> dict[str, type]:
     """The legacy storage classes for the CPU or for CUDA, by name."""
     out = {}
@@ -279,9 +287,11 @@ def make_storage_types(cuda: builtins.bool) -> dict[str, type]:
             continue
         name = f"{d._legacy}Storage"
         doc = (f"Legacy storage of {d} elements on {'CUDA devices' if cuda else 'the CPU'}.")
-        out[name] = _LegacyStorageMeta(name, (TypedStorage,), {
-            "_legacy_dtype": d, "_legacy_device": "cuda" if cuda else "cpu",
-            "__module__": "refimpl.cuda" if cuda else "refimpl", "__doc__": doc})
+        body = {"_legacy_dtype": d, "_legacy_device": "cuda" if cuda else "cpu",
+                "__module__": "refimpl.cuda" if cuda else "refimpl", "__doc__": doc}
+        if cuda:
+            body["__new__"] = _lazy_new
+        out[name] = _LegacyStorageMeta(name, (TypedStorage,), body)
     return out
 
 

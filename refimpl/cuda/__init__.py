@@ -109,6 +109,7 @@ _lazy.register_init_hook(_device_source.install)
 
 # The legacy typed classes (refimpl.cuda.FloatTensor...): construct and match CUDA tensors.
 from refimpl._typed import make_types as _make_types
+from refimpl.storage import _lazy_new
 from refimpl.storage import make_storage_types as _make_storage_types
 
 _TYPED = _make_types(cuda=True) | _make_storage_types(cuda=True)
