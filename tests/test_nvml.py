@@ -101,3 +101,14 @@ def test_real_nvml_on_a_gpu():
     assert cuda.list_gpu_processes().startswith("GPU:")
     assert cuda._raw_device_count_nvml() >= cuda.device_count()
     assert len(cuda._raw_device_uuid_nvml()) == cuda._raw_device_count_nvml()
+
+
+def test_out_of_memory_sentence_from_nvml(monkeypatch, visible):
+    from refimpl.cuda._allocator_core import _process_memory_sentence
+
+    procs = [types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=518 * 2**20)]
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(procs))
+    assert _process_memory_sentence(0) == (
+        "Including non-PyTorch memory, this process has 518.00 MiB memory in use. ")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert _process_memory_sentence(0) == ""
