@@ -42,6 +42,7 @@ from refimpl.backends._precision import (
     get_float32_matmul_precision,
     set_float32_matmul_precision,
 )
+from refimpl.serialization import load, save
 
 bool = _dtype.bool_
 half, float, double = float16, float32, float64
@@ -51,6 +52,18 @@ short, int, long = int16, int32, int64
 __version__ = "0.1.0"
 
 _tensor_methods.bind()
+
+# The legacy typed classes (refimpl.FloatTensor...): construct and match CPU tensors.
+from refimpl._typed import make_types as _make_types
+
+globals().update(_make_types(cuda=False))
+
+# Typed storages (Tensor.storage(), refimpl.FloatStorage...).
+from refimpl import storage
+from refimpl.storage import TypedStorage
+from refimpl.storage import make_storage_types as _make_storage_types
+
+globals().update(_make_storage_types(cuda=False))
 for _module in _ops.loaded:
     for _name in getattr(_module, "__all__", ()):
         globals()[_name] = getattr(_module, _name)

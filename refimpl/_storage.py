@@ -101,6 +101,35 @@ class UntypedStorage:
         self._nbytes = nbytes
         return self
 
+    def _as_bytes(self):
+        """A flat uint8 tensor over these bytes (shares them)."""
+        from refimpl import _dtype
+        from refimpl._tensor import Tensor
+
+        return Tensor._make(self, (self._nbytes,), (1,), 0, _dtype.uint8)
+
+    def cpu(self) -> UntypedStorage:
+        """These bytes on the CPU: itself when already there, else a copy."""
+        if self.device.type == "cpu":
+            return self
+        return self._as_bytes().cpu().untyped_storage()
+
+    def cuda(self, device=None, non_blocking: bool = False) -> UntypedStorage:
+        """These bytes on a CUDA device (the current one by default): itself when there."""
+        target = as_device("cuda" if device is None else
+                           f"cuda:{device}" if isinstance(device, int) else device)
+        if self.device.type == "cuda" and target.index in (None, self.device.index):
+            return self
+        return self._as_bytes().to(target).untyped_storage()
+
+    def pin_memory(self, device="cuda") -> UntypedStorage:
+        """A copy of these CPU bytes in page-locked host memory."""
+        return self._as_bytes().pin_memory().untyped_storage()
+
+    def is_pinned(self, device="cuda") -> bool:
+        """Whether these bytes are page-locked host memory."""
+        return self._as_bytes().is_pinned()
+
     def __len__(self) -> int:
         return self._nbytes
 

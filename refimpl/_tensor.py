@@ -91,10 +91,10 @@ class Tensor(TensorAutogradMixin):
 
     def storage(self):
         """The storage as a (deprecated) ``TypedStorage`` of this tensor's dtype."""
-        from refimpl.storage import TypedStorage, _warn_typed_storage_removal
+        from refimpl.storage import TypedStorage, _warn_typed_storage
 
-        _warn_typed_storage_removal()
-        return TypedStorage(wrap_storage=self._storage, dtype=self.dtype)
+        _warn_typed_storage()
+        return TypedStorage._wrap(self._storage, self.dtype)
 
     @classmethod
     def _make(cls, storage: UntypedStorage, shape, stride, offset: int, dtype: D.dtype,

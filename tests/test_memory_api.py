@@ -169,8 +169,7 @@ def test_mem_get_info_backend_and_processes(sources: dict) -> None:
     memory.caching_allocator_alloc(1)
     assert memory.mem_get_info() == (80 * GiB - 2 * MiB, 80 * GiB)
     assert memory.get_allocator_backend() == "native"
-    with pytest.raises(NotImplementedError):
-        memory.list_gpu_processes()
+    assert isinstance(memory.list_gpu_processes(), str)  # NVML's text (tests/test_nvml.py)
 
 
 def test_set_allocator_settings_applies_now(sources: dict) -> None:

@@ -63,6 +63,9 @@ _get_nvml_device_index = _device._get_nvml_device_index
 _maybe_exchange_device = _device._maybe_exchange_device
 _parse_visible_devices = _device._parse_visible_devices
 _transform_uuid_to_ordinals = _device._transform_uuid_to_ordinals
+_nvml_based_avail = _device._nvml_based_avail
+_raw_device_count_nvml = _device._raw_device_count_nvml
+_raw_device_uuid_nvml = _device._raw_device_uuid_nvml
 _is_in_bad_fork = _lazy._is_in_bad_fork
 _lazy_call = _lazy._lazy_call
 _sleep = _kernels._sleep
@@ -103,6 +106,53 @@ def current_blas_handle() -> int:
 
 
 _lazy.register_init_hook(_device_source.install)
+
+# The legacy typed classes (refimpl.cuda.FloatTensor...): construct and match CUDA tensors.
+from refimpl._typed import make_types as _make_types
+from refimpl.storage import _lazy_new
+from refimpl.storage import make_storage_types as _make_storage_types
+
+_TYPED = _make_types(cuda=True) | _make_storage_types(cuda=True)
+globals().update(_TYPED)
+
+from refimpl.cuda._lazy import _LazySeedTracker
+from refimpl.cuda._nvml import (
+    _get_pynvml_handler,
+    clock_rate,
+    device_memory_used,
+    list_gpu_processes,
+    memory_usage,
+    power_draw,
+    temperature,
+    utilization,
+)
+from refimpl.cuda._remainders import (
+    _check_bf16_tensor_supported,
+    _check_capability,
+    _check_cubins,
+    _extract_arch_version,
+    _get_device,
+    _get_generator,
+    _get_rng_state_offset,
+    _is_compiled,
+    _set_rng_state_offset,
+    _set_stream_by_id,
+    has_magma,
+)
+
+
+def __getattr__(name: str):
+    # computed on access: the generators exist once the devices are known; the
+    # nvtx and tunable submodules import when first used, as attributes of the package
+    if name == "default_generators":
+        from refimpl.cuda import _remainders
+
+        return _remainders.default_generators()
+    if name in ("nvtx", "tunable"):
+        import importlib
+
+        return importlib.import_module(f"refimpl.cuda.{name}")
+    raise AttributeError(f"module 'refimpl.cuda' has no attribute '{name}'")
 
 __all__ = [
     "AcceleratorError",
@@ -158,3 +208,6 @@ _memory.set_lazy_init_hook(_lazy_init)
 _memory.set_is_initialized_hook(is_initialized)
 _memory.set_device_count_hook(device_count)
 __all__ += [n for n in _memory.__all__ if not n.endswith("_hook") and n not in __all__]
+__all__ += [n for n in sorted(_TYPED)]
+__all__ += ["clock_rate", "device_memory_used", "list_gpu_processes", "memory_usage",
+            "power_draw", "temperature", "utilization"]

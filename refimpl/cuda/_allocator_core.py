@@ -713,7 +713,8 @@ class CachingAllocator:
         message = (
             f"CUDA out of memory. Tried to allocate {format_size(alloc_size)}. "
             f"GPU {self.device} has a total capacity of {format_size(total)} of which "
-            f"{format_size(free_bytes)} is free. {allowed}"
+            f"{format_size(free_bytes)} is free. {_process_memory_sentence(self.device)}"
+            f"{allowed}"
             f"Of the allocated memory {format_size(allocated)} is allocated by PyTorch, "
             f"and {format_size(reserved - allocated)} is reserved by PyTorch but unallocated. "
             "If reserved but unallocated memory is large try setting "
@@ -741,3 +742,13 @@ class CachingAllocator:
 
 def _as_int64(value: int) -> int:
     return value - 2**64 if value >= 2**63 else value
+
+
+def _process_memory_sentence(device: int) -> str:
+    """torch's "this process has X memory in use" sentence, when NVML can tell (else "")."""
+    from refimpl.cuda._nvml import process_memory_in_use
+
+    used = process_memory_in_use(device)
+    if used is None:
+        return ""
+    return f"Including non-PyTorch memory, this process has {format_size(used)} memory in use. "

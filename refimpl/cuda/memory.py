@@ -390,8 +390,10 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
 
 def list_gpu_processes(device: Any = None) -> str:
-    """Not implemented: refimpl does not talk to NVML."""
-    raise NotImplementedError("list_gpu_processes needs NVML, which refimpl does not use")
+    """The processes running on a GPU and their memory, one line each (through NVML)."""
+    from refimpl.cuda import _nvml
+
+    return _nvml.list_gpu_processes(device)
 
 
 def get_allocator_backend() -> str:
