@@ -337,6 +337,10 @@ def type(self: Tensor, dtype=None, non_blocking: bool = False):
     if dtype is None:
         prefix = "torch.cuda." if self.device.type == "cuda" else "torch."
         return prefix + D.legacy_type_name(self.dtype)
+    from refimpl._typed import _TensorType
+
+    if isinstance(dtype, _TensorType):  # a legacy class: refimpl.cuda.FloatTensor, ...
+        dtype = ("torch.cuda." if dtype.is_cuda else "torch.") + dtype.__name__
     if isinstance(dtype, str):
         name = dtype.removeprefix("torch.").removeprefix("cuda.")
         match = [d for d in D.DTYPES.values() if D.legacy_type_name(d) == name]
