@@ -370,7 +370,8 @@ def _where_meta(input, condition, other) -> TensorSpec:
     return TensorSpec(shape, result_type(input, other), out_device(condition, input, other))
 
 
-def _where_cpu(input, condition, other) -> np.ndarray:
+def _where_spec(input, condition, other) -> TensorSpec:
+    """The output of where, after the checks and the warning both kernels give."""
     spec = _where_meta(input, condition, other)
     if spec.dtype is D.complex32:
         raise NotImplementedError(COMPLEX32_MESSAGE)
@@ -380,7 +381,12 @@ def _where_cpu(input, condition, other) -> np.ndarray:
         warnings.warn(
             "where received a uint8 condition tensor. This behavior is deprecated and will be "
             "removed in a future version of PyTorch. Use a boolean condition instead.",
-            UserWarning, stacklevel=5)
+            UserWarning, stacklevel=6)
+    return spec
+
+
+def _where_cpu(input, condition, other) -> np.ndarray:
+    spec = _where_spec(input, condition, other)
     cdt = compute_dtype(spec.dtype)
     r = np.where(condition._np.astype(bool, copy=False), operand(input, spec.dtype, cdt),
                  operand(other, spec.dtype, cdt))
@@ -388,16 +394,7 @@ def _where_cpu(input, condition, other) -> np.ndarray:
 
 
 def _where_cuda(input, condition, other) -> Tensor:
-    spec = _where_meta(input, condition, other)
-    if spec.dtype is D.complex32:
-        raise NotImplementedError(COMPLEX32_MESSAGE)
-    if condition.dtype is D.uint8:
-        import warnings
-
-        warnings.warn(
-            "where received a uint8 condition tensor. This behavior is deprecated and will be "
-            "removed in a future version of PyTorch. Use a boolean condition instead.",
-            UserWarning, stacklevel=5)
+    spec = _where_spec(input, condition, other)
     return run_cuda("b ? a : c", (input, condition, other), spec.dtype,
                     (spec.dtype, D.bool_, spec.dtype), None, spec.shape, None, "where")
 

@@ -199,8 +199,9 @@ def _scatter_reduce_meta(self, dim, index, src, reduce, *, include_self=True) ->
     return _same_meta(self)
 
 
-def _scatter_reduce_compute(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce,
-                            include_self: bool, inplace: bool) -> np.ndarray:
+def _scatter_reduce_checks(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce,
+                           inplace: bool) -> int:
+    """torch's checks of scatter_reduce (both devices); returns the wrapped dim."""
     d = _scatter_reduce_check(self, dim, index, src)
     _check_reduce_type("scatter_reduce", reduce)
     if inplace:
@@ -208,6 +209,12 @@ def _scatter_reduce_compute(self: Tensor, dim: int, index: Tensor, src: Tensor, 
     if reduce not in SCATTER_REDUCES:
         raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
+    return d
+
+
+def _scatter_reduce_compute(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce,
+                            include_self: bool, inplace: bool) -> np.ndarray:
+    d = _scatter_reduce_checks(self, dim, index, src, reduce, inplace)
     empty = index.numel() == 0
     idx = _np1d(index).astype(np.int64, copy=False)
     size = self._shape[d] if self._shape else 1
@@ -347,13 +354,7 @@ def _index_reduce_inplace_cpu(self, dim, index, source, reduce, *, include_self=
 def _scatter_reduce_cuda_compute(self, dim, index, src, reduce, include_self, inplace):
     from refimpl.cuda import _index_ops
 
-    d = _scatter_reduce_check(self, dim, index, src)
-    _check_reduce_type("scatter_reduce", reduce)
-    if inplace:
-        check_overlap(self, index, src)
-    if reduce not in SCATTER_REDUCES:
-        raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got "
-                           f"{reduce}")
+    d = _scatter_reduce_checks(self, dim, index, src, reduce, inplace)
     if self.dtype is D.bool_ and reduce == "mean":
         raise NotImplementedError("\"scatter_gather_tensor_cuda_reduce_mean\" not implemented "
                                   "for 'Bool'")
