@@ -47,7 +47,10 @@ class DeviceAllocation:
         # release(), written out: this runs for every CUDA storage that dies. At
         # interpreter shutdown the allocator or the driver may already be gone, and a
         # finalizer must not raise (try/except: suppress() would build an object).
-        block = self.block
+        try:
+            block = self.block
+        except AttributeError:  # the allocation itself failed (out of memory)
+            return
         if block is not None:
             self.block = None
             try:

@@ -127,25 +127,26 @@ def _tensor_meta(self, min=None, max=None, *, check_self: bool = True) -> Tensor
                       out_device(self, *bounds))
 
 
-def _tensor_cpu(self, min=None, max=None, *, check_self: bool = True) -> np.ndarray:
+def _tensor_spec(self, min, max, check_self: bool, unsupported) -> TensorSpec:
+    """The output of clamp with tensor bounds, after torch's dtype check (``unsupported``
+    builds the device's "not implemented" error)."""
     spec = _tensor_meta(self, min, max, check_self=check_self)
     if min is not None and max is not None:
         kernel, allow = "clamp_cpu", REAL - {D.bool_}
     else:
         kernel, allow = ("maximum_cpu" if min is not None else "minimum_cpu"), REAL
     if spec.dtype not in allow:
-        raise not_implemented(kernel, spec.dtype)
+        raise unsupported(kernel, spec.dtype)
+    return spec
+
+
+def _tensor_cpu(self, min=None, max=None, *, check_self: bool = True) -> np.ndarray:
+    spec = _tensor_spec(self, min, max, check_self, not_implemented)
     return _compute(self, min, max, spec.dtype, spec.shape)
 
 
 def _tensor_cuda_into(into, self, min=None, max=None, *, check_self: bool = True):
-    spec = _tensor_meta(self, min, max, check_self=check_self)
-    if min is not None and max is not None:
-        kernel, allow = "clamp_cpu", REAL - {D.bool_}
-    else:
-        kernel, allow = ("maximum_cpu" if min is not None else "minimum_cpu"), REAL
-    if spec.dtype not in allow:
-        raise not_implemented_cuda(kernel, spec.dtype)
+    spec = _tensor_spec(self, min, max, check_self, not_implemented_cuda)
     return run_cuda(_clamp_expr(min, max), (self, 0 if min is None else min,
                                             0 if max is None else max),
                     spec.dtype, spec.dtype, None, spec.shape, into, "clamp")
