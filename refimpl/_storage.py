@@ -115,10 +115,15 @@ class UntypedStorage:
         return self._as_bytes().cpu().untyped_storage()
 
     def cuda(self, device=None, non_blocking: bool = False) -> UntypedStorage:
-        """These bytes on a CUDA device (the current one by default): itself when there."""
-        target = as_device("cuda" if device is None else
-                           f"cuda:{device}" if isinstance(device, int) else device)
-        if self.device.type == "cuda" and target.index in (None, self.device.index):
+        """These bytes on a CUDA device (the current one by default).
+
+        As torch's: itself only when a non-zero ``device`` names the device it is on; with
+        no device (or device 0) the target is plain ``"cuda"``, which never equals an
+        indexed device, so a copy is made even when the bytes are already there.
+        """
+        target = as_device(f"cuda:{device}" if isinstance(device, int) and device
+                           else device if device else "cuda")
+        if self.device == target:
             return self
         return self._as_bytes().to(target).untyped_storage()
 

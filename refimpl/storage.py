@@ -198,12 +198,9 @@ class TypedStorage:
         return self.to(device="cpu")
 
     def cuda(self, device=None, non_blocking: builtins.bool = False) -> TypedStorage:
-        """This storage on a CUDA device (the current one by default)."""
-        target = as_device("cuda" if device is None else device
-                           if not isinstance(device, builtins.int) else f"cuda:{device}")
-        if self.is_cuda and (target.index is None or target.index == self.device.index):
-            return self
-        return self.to(device=target)
+        """This storage on a CUDA device (the current one by default): a new typed storage
+        over what ``untyped_storage().cuda(device)`` gives, as torch's."""
+        return TypedStorage._wrap(self._untyped_storage.cuda(device, non_blocking), self.dtype)
 
     def pin_memory(self, device="cuda") -> TypedStorage:
         """A copy of this CPU storage in page-locked memory."""

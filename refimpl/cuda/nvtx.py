@@ -1,15 +1,19 @@
 """NVTX ranges and marks (``torch.cuda.nvtx``) for profilers such as Nsight Systems.
 
 The annotations go through NVIDIA's ``nvtx`` Python package when it is installed.
-Without it they are no-ops that still keep torch's return values (the nesting depth
-of ``range_push`` / ``range_pop`` and an id from ``range_start``), so annotated code
+Without it they are no-ops that still keep torch's return values, so annotated code
 runs unchanged where no profiler library is present.
+
+``range_push`` / ``range_pop`` return what NVTX returns: the zero-based nesting depth
+while a profiling tool is attached (NVTX finds one through ``NVTX_INJECTION64_PATH``),
+and ``-2`` (NVTX's "no push/pop tracking") when none is, as torch's do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 from collections.abc import Iterator
 
@@ -23,6 +27,12 @@ __all__ = ["mark", "range", "range_end", "range_pop", "range_push", "range_start
 _local = threading.local()  # push/pop nest per thread, as NVTX's do
 _ids = itertools.count(1)
 _open: dict[int, object] = {}
+_NO_PUSH_POP_TRACKING = -2  # NVTX's answer when no tool tracks ranges
+
+
+def _tracked(depth: int) -> int:
+    """``depth`` when a profiling tool is attached, else NVTX's untracked value."""
+    return depth if os.environ.get("NVTX_INJECTION64_PATH") else _NO_PUSH_POP_TRACKING
 
 
 def _stack() -> list[str]:
@@ -33,23 +43,24 @@ def _stack() -> list[str]:
 
 
 def range_push(msg: str) -> int:
-    """Open a nested range on this thread; returns its zero-based depth."""
+    """Open a nested range on this thread; returns its zero-based depth (see above)."""
     if _nvtx is not None:
         _nvtx.push_range(message=msg)
     stack = _stack()
     stack.append(msg)
-    return len(stack) - 1
+    return _tracked(len(stack) - 1)
 
 
 def range_pop() -> int:
-    """Close this thread's innermost range; returns its depth (-1 when none was open)."""
+    """Close this thread's innermost range; returns its depth (see above; -1 when none
+    was open and a tool is attached)."""
     stack = _stack()
     if not stack:
-        return -1
+        return _tracked(-1)
     stack.pop()
     if _nvtx is not None:
         _nvtx.pop_range()
-    return len(stack)
+    return _tracked(len(stack))
 
 
 def range_start(msg: str) -> int:
