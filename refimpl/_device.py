@@ -78,12 +78,23 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
+    def __enter__(self) -> device:
+        """``with device(...):`` makes it the default device of factories in the block."""
+        _ENTERED.append(DEFAULT)
+        set_default_device(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global DEFAULT
+        DEFAULT = _ENTERED.pop()
+
 
 CPU = device("cpu")
 
 # The device factories use when none is given (torch.set_default_device); read as a plain
 # module attribute on the factory path.
 DEFAULT = CPU
+_ENTERED: list[device] = []  # the defaults that enclosing ``with device(...)`` blocks replaced
 
 
 def set_default_device(d) -> None:
