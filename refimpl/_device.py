@@ -78,7 +78,7 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
-    def __enter__(self) -> device:
+    def __enter__(self) -> device:  # noqa: PYI034 (device is final)
         """``with device(...):`` makes it the default device of factories in the block."""
         _ENTERED.append(DEFAULT)
         set_default_device(self)
