@@ -168,16 +168,53 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
     if dtype_ == "cpu":
         if op.cpu is None:
             raise NotImplementedError(f"refimpl has no CPU kernel for '{op.name}'")
-        return _wrap(op.cpu(*args, **kwargs))
+        result = _wrap(op.cpu(*args, **kwargs))
+        layout = op.extra.get("layout")
+        if layout is not None and type(result) is Tensor and len(result._shape) > 1:
+            strides = layout(result._shape, args, kwargs)
+            if strides is not None and strides != result._stride:
+                return _restrided(result, strides)
+        return result
     if dtype_ == "cuda":
         if op.cuda is None:
             raise NotImplementedError(
                 f"refimpl has no CUDA kernel for '{op.name}' yet (no CPU fallback is used)"
             )
+        layout = op.extra.get("layout")
+        if layout is not None:
+            into = op.extra.get("cuda_into")
+            strides = layout(None, args, kwargs)
+            if strides is not None and into is not None:
+                spec = op.meta(*args, **kwargs)
+                out = Tensor._make(Tensor._empty((_span(spec.shape, strides),),
+                                                 spec.dtype, dev)._storage,
+                                   spec.shape, strides, 0, spec.dtype)
+                into(out, *args, **kwargs)
+                out._version_counter.version = 0
+                return out
+            result = op.cuda(*args, **kwargs)
+            if strides is not None and type(result) is Tensor and strides != result._stride:
+                return _restrided(result, strides)
+            return result
         return op.cuda(*args, **kwargs)
     if dtype_ == "meta":
         return _meta_kernel(op, args, kwargs, dev)
     raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
+
+
+def _span(shape, strides) -> int:
+    """Elements a dense tensor of ``(shape, strides)`` covers."""
+    return 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+
+
+def _restrided(result: Tensor, strides) -> Tensor:
+    """A fresh tensor with ``result``'s values laid out with ``strides``."""
+    out = Tensor._make(Tensor._empty((_span(result._shape, strides),), result.dtype,
+                                     result._storage.device)._storage,
+                       result._shape, strides, 0, result.dtype)
+    copy_into(out, result)
+    out._version_counter.version = 0
+    return out
 
 
 def _meta_kernel(op: OpDef, args: tuple, kwargs: dict, dev: device):
@@ -189,6 +226,11 @@ def _meta_kernel(op: OpDef, args: tuple, kwargs: dict, dev: device):
     if extra.get("writes_input0"):
         return args[0]  # copy_, fill_ return the tensor they write, as their kernels do
     out = _from_spec(spec, dev)
+    layout = extra.get("layout")
+    if layout is not None and type(out) is Tensor and len(out._shape) > 1:
+        strides = layout(out._shape, args, kwargs)
+        if strides is not None:
+            out = Tensor._make(out._storage, out._shape, strides, 0, out.dtype)
     for t in out if isinstance(out, tuple) else (out,):
         if t._storage.device.type != "meta":
             raise NotImplementedError("Cannot copy out of meta tensor; no data!")

@@ -405,6 +405,11 @@ class FakeTensorMode(TorchDispatchMode):
             spec = _resolve_spec(spec, dev)
             if spec is None:
                 return None, None
+            layout = extra.get("layout")
+            if layout is not None and type(spec) is TensorSpec and len(spec.shape) > 1:
+                strides = layout(spec.shape, args, kwargs)
+                if strides is not None:
+                    spec = spec._replace(stride=strides)
             return self._from_spec(spec, dev), spec
         except NotImplementedError as e:
             if is_dynamic_shape_error(e):
@@ -417,7 +422,7 @@ class FakeTensorMode(TorchDispatchMode):
         if type(spec) is TensorSpec:
             shape = spec.shape
             fs = FakeStorage.make(_numel(shape) * spec.dtype.itemsize, spec.device, self)
-            t = Tensor._make(fs, shape, contiguous_strides(shape), 0, spec.dtype)
+            t = Tensor._make(fs, shape, spec.stride or contiguous_strides(shape), 0, spec.dtype)
             if STATE.inference_mode:
                 t._is_inference = True  # tensors made in inference mode are inference tensors
             return t

@@ -536,3 +536,14 @@ try:
         _QUIET = _ERRSTATE.get()
 except ImportError:  # pragma: no cover - other numpy layouts
     _ERRSTATE = _QUIET = None
+
+
+def mark_pointwise(*names: str) -> None:
+    """Declare registered ops elementwise for output layout: their fresh outputs follow
+    their inputs' dim order (``refimpl._memory_format.pointwise_layout``, TENSOR-014).
+    Ops built with ``cuda_fields`` are declared already."""
+    from refimpl._memory_format import pointwise_layout
+    from refimpl.ops._registry import REGISTRY
+
+    for name in names:
+        REGISTRY[name].extra["layout"] = pointwise_layout

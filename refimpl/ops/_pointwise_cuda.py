@@ -72,7 +72,10 @@ def is_cuda(x) -> bool:
 
 def cuda_fields(impl, extra: dict | None = None) -> dict:
     """``defop`` keywords declaring ``impl``'s CUDA kernel (and its write-into form)."""
-    return {"cuda": impl.cuda, "extra": {**(extra or {}), "cuda_into": impl.cuda_into}}
+    from refimpl._memory_format import pointwise_layout
+
+    return {"cuda": impl.cuda, "extra": {**(extra or {}), "cuda_into": impl.cuda_into,
+                                         "layout": pointwise_layout}}
 
 
 def write_out_directly(op: OpDef, into, out: Tensor, args: tuple, kwargs: dict) -> bool:

@@ -21,6 +21,11 @@ An ``OpDef`` carries everything the runtime knows about an op:
 ``node``
     The autograd node name torch uses (``AddBackward0``); derived from the name
     when not given.
+``extra["layout"]``
+    ``layout(shape, args, kwargs) -> strides | None``: the strides of the fresh output
+    when they are not row-major (elementwise ops follow their inputs, ``clone`` keeps
+    its input's; see ``refimpl/_memory_format.py``). Kernels produce that layout; the
+    meta and fake kernels read it to give the same strides.
 
 The dispatcher (``refimpl/_dispatch.py``) is the only caller of the kernels.
 """
@@ -33,11 +38,13 @@ from typing import Any, NamedTuple
 
 
 class TensorSpec(NamedTuple):
-    """Metadata of a fresh (contiguous) output: what a meta function returns."""
+    """Metadata of a fresh output: what a meta function returns (row-major unless
+    ``stride`` is given; the dispatcher fills it from the op's ``layout`` rule)."""
 
     shape: tuple
     dtype: Any
     device: Any
+    stride: tuple | None = None
 
 
 class ViewSpec(NamedTuple):

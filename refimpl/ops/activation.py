@@ -27,6 +27,7 @@ from refimpl.ops._pointwise import (
     finish,
     fit,
     inplace,
+    mark_pointwise,
     operand,
     run_cuda,
 )
@@ -340,3 +341,6 @@ hardtanh_ = inplace(hardtanh)
 __all__ = [
     "logit", "logit_", "relu", "relu_", "threshold", "threshold_",
 ]
+
+# fresh outputs follow their inputs' layout (TENSOR-014)
+mark_pointwise("hardtanh", "threshold_backward", "sigmoid_backward", "tanh_backward")

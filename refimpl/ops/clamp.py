@@ -25,6 +25,7 @@ from refimpl.ops._pointwise import (
     finish,
     fit,
     inplace,
+    mark_pointwise,
     not_implemented,
     not_implemented_cuda,
     operand,
@@ -361,3 +362,6 @@ __all__ = [
 ]
 TENSOR_METHODS = ("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max",
                   "clamp_max_")
+
+# fresh outputs follow their inputs' layout (TENSOR-014)
+mark_pointwise("clamp", "clamp.Tensor", "clamp_min", "clamp_min.Tensor", "clamp_max", "clamp_max.Tensor")

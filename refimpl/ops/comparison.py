@@ -30,6 +30,7 @@ from refimpl.ops._pointwise import (
     float_dtype,
     inplace,
     is_cuda,
+    mark_pointwise,
     operand,
     run_cuda,
 )
@@ -320,3 +321,6 @@ TENSOR_METHODS = (
     "equal", "allclose", "not_equal", "not_equal_", "less", "less_", "less_equal",
     "less_equal_", "greater", "greater_", "greater_equal", "greater_equal_",
 )
+
+# fresh outputs follow their inputs' layout (TENSOR-014)
+mark_pointwise("isclose")

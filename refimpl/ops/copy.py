@@ -7,6 +7,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._device import as_device, resolve
 from refimpl._dispatch import copy_into
+from refimpl._memory_format import contiguous_format, preserve_layout
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
 
@@ -135,7 +136,8 @@ def _clone_cuda(self: Tensor, *, memory_format=None) -> Tensor:
 
 
 clone = defop("clone", meta=_same_meta, cpu=_clone_cpu, cuda=_clone_cuda,
-              backward=lambda ctx, g: (g,), jvp=lambda ctx, t: t.clone())
+              backward=lambda ctx, g: (g,), jvp=lambda ctx, t: t.clone(),
+              extra={"layout": preserve_layout})
 
 
 def contiguous(self: Tensor, memory_format=None) -> Tensor:
@@ -145,7 +147,7 @@ def contiguous(self: Tensor, memory_format=None) -> Tensor:
         from refimpl._memory_format import to_format
 
         return to_format(self, memory_format)
-    return self if self.is_contiguous() else clone(self)
+    return self if self.is_contiguous() else clone(self, memory_format=contiguous_format)
 
 
 def _to_dtype_cpu(self: Tensor, dtype) -> np.ndarray:
@@ -184,7 +186,7 @@ def _to_dtype_jvp(ctx, tg, *_):
 
 _to_copy = defop("_to_copy", meta=lambda self, dtype: TensorSpec(self._shape, dtype, self.device),
                  cpu=_to_dtype_cpu, cuda=_to_dtype_cuda, backward=_to_dtype_backward,
-                 jvp=_to_dtype_jvp, node="ToCopyBackward0")
+                 jvp=_to_dtype_jvp, node="ToCopyBackward0", extra={"layout": preserve_layout})
 
 
 def _to_device_cpu(self: Tensor, device, non_blocking: bool = False) -> Tensor:
@@ -213,7 +215,7 @@ def _to_device_backward(ctx, grad):
 to_device = defop("_to_device", meta=lambda self, device, non_blocking=False: TensorSpec(
     self._shape, self.dtype, device), cpu=_to_device_cpu, cuda=_to_device_cpu,
     backward=_to_device_backward, jvp=lambda ctx, tg, *_: tg.to(ctx.outputs[0].device),
-    node="ToCopyBackward0")
+    node="ToCopyBackward0", extra={"layout": preserve_layout})
 
 
 def _parse_to(args, kwargs):

@@ -35,6 +35,7 @@ from refimpl.ops._pointwise import (  # noqa: F401 - re-exported for other op mo
     fast_same,
     fit,
     inplace,
+    mark_pointwise,
     scalar_np,
     unary_meta,
     unbroadcast,
@@ -296,3 +297,6 @@ TENSOR_METHODS = (
     "positive", "subtract", "subtract_", "multiply", "multiply_", "negative",
     "negative_", "absolute", "absolute_", "abs_", "__pos__",
 )
+
+# fresh outputs follow their inputs' layout (TENSOR-014)
+mark_pointwise("rsub", "rsub.Scalar")

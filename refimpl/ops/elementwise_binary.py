@@ -35,6 +35,7 @@ from refimpl.ops._pointwise import (
     finish,
     fit,
     inplace,
+    mark_pointwise,
     no_cuda_complex,
     not_implemented,
     not_implemented_cuda,
@@ -613,3 +614,6 @@ TENSOR_METHODS = (
     "arctan2", "arctan2_", "copysign", "copysign_", "xlogy",
     "xlogy_", "lerp", "lerp_",
 )
+
+# fresh outputs follow their inputs' layout (TENSOR-014)
+mark_pointwise("where", "lerp.Scalar", "lerp.Tensor", "addcmul", "addcdiv")

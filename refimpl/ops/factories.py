@@ -10,6 +10,7 @@ from refimpl import _device
 from refimpl import _dtype as D
 from refimpl._device import as_device, cuda_device, resolve
 from refimpl._dispatch import MODE_STACK
+from refimpl._memory_format import factory_strides, like_strides, relaid
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
 
@@ -158,10 +159,13 @@ def _filled(value):
                 pin_memory: bool = False, out=None, layout=None, memory_format=None) -> Tensor:
         dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
         dev = resolve(device) if device is not None else _device.DEFAULT
-        t = empty_op(_shape_args(size), dtype=dt, device=dev, zeroed=value == 0)
+        shape = _shape_args(size)
+        strides = factory_strides(shape, memory_format) if memory_format is not None else None
+        t = empty_op(shape, dtype=dt, device=dev, zeroed=value == 0)
         if value is not None and value != 0 and t.numel():
             t.fill_(value)
             t._version_counter.version = 0  # a fresh tensor starts at version 0
+        t = relaid(t, strides)
         if out is not None:
             out.resize_(t.shape).copy_(t)
             return out
@@ -206,6 +210,8 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
         t = Tensor._empty(shape, dt, dev)  # _empty_cuda(zeroed=False), without the call
     else:
         t = empty_op(shape, dtype=dt, device=dev)
+    if memory_format is not None:
+        t = relaid(t, factory_strides(t._shape, memory_format))
     if out is not None:
         out.resize_(t.shape).copy_(t)
         return out
@@ -267,28 +273,32 @@ def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = 
                memory_format=None, layout=None) -> Tensor:
     """Zeros with the shape (and by default dtype/device) of ``input``."""
     dt, dev = _factory_kwargs(input, dtype, device)
-    return zeros(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    t = relaid(zeros(input.shape, dtype=dt, device=dev), like_strides(input, memory_format))
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
               memory_format=None, layout=None) -> Tensor:
     """Ones with the shape (and by default dtype/device) of ``input``."""
     dt, dev = _factory_kwargs(input, dtype, device)
-    return ones(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    t = relaid(ones(input.shape, dtype=dt, device=dev), like_strides(input, memory_format))
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
                memory_format=None, layout=None) -> Tensor:
     """An uninitialised tensor shaped like ``input``."""
     dt, dev = _factory_kwargs(input, dtype, device)
-    return empty(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    t = relaid(empty(input.shape, dtype=dt, device=dev), like_strides(input, memory_format))
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
               requires_grad: bool = False, memory_format=None, layout=None) -> Tensor:
     """``fill_value`` everywhere, shaped like ``input``."""
     dt, dev = _factory_kwargs(input, dtype, device)
-    return full(input.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+    t = relaid(full(input.shape, fill_value, dtype=dt, device=dev), like_strides(input, memory_format))
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def new_tensor(self: Tensor, data, *, dtype=None, device=None,

@@ -13,6 +13,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl import _random as R
 from refimpl._device import resolve
+from refimpl._memory_format import like_strides, relaid
 from refimpl._tensor import Tensor
 from refimpl.ops.factories import _finish, _shape_args, empty
 
@@ -367,24 +368,29 @@ def _multinomial_np(w: np.ndarray, ns: int, replacement: bool, gen: R.Generator)
     return out, False, False
 
 
-def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, **_) -> Tensor:
-    """``rand`` shaped like ``input``."""
-    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad=False,
+              memory_format=None, **_) -> Tensor:
+    """``rand`` shaped (and laid out, TENSOR-014) like ``input``."""
+    t = relaid(rand(input.shape, dtype=dtype or input.dtype, device=device or input.device),
+               like_strides(input, memory_format))
+    return t.requires_grad_(True) if requires_grad else t
 
 
-def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad=False, **_) -> Tensor:
-    """``randn`` shaped like ``input``."""
-    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad=False,
+               memory_format=None, **_) -> Tensor:
+    """``randn`` shaped (and laid out) like ``input``."""
+    t = relaid(randn(input.shape, dtype=dtype or input.dtype, device=device or input.device),
+               like_strides(input, memory_format))
+    return t.requires_grad_(True) if requires_grad else t
 
 
-def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None, **_) -> Tensor:
-    """``randint`` shaped like ``input``."""
+def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None,
+                 memory_format=None, **_) -> Tensor:
+    """``randint`` shaped (and laid out) like ``input``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=dtype or input.dtype,
-                   device=device or input.device)
+    return relaid(randint(low, high, input.shape, dtype=dtype or input.dtype,
+                          device=device or input.device), like_strides(input, memory_format))
 
 
 Generator = R.Generator

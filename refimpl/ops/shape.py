@@ -147,9 +147,23 @@ def _cat_jvp(ctx, tangents, *_):
     return cat_op(parts, ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("dim", 0))
 
 
+def _cat_layout(shape, args: tuple, kwargs: dict):
+    """cat's output takes the memory format its inputs all suggest (row-major when they
+    disagree); legacy empty 1-d inputs have no say (TENSOR-014)."""
+    from refimpl._memory_format import contiguous_format, format_strides, suggest_format
+
+    formats = {suggest_format(x._shape, x._stride) for x in args[0] if not _skipped(x)}
+    if len(formats) != 1:
+        return None
+    fmt = formats.pop()
+    if fmt is contiguous_format:
+        return None
+    return format_strides(shape if shape is not None else _cat_meta(*args, **kwargs).shape, fmt)
+
+
 cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_cat_backward,
                jvp=_cat_jvp,
-               saves=(), extra={"method": False})
+               saves=(), extra={"method": False, "layout": _cat_layout})
 
 
 def cat(tensors, dim: int = 0, *, axis: int | None = None, out: Tensor | None = None) -> Tensor:
@@ -431,9 +445,11 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
             raise RuntimeError("Repeats must be non-negative")
         shape = list(x.shape)
         shape.insert(d + 1, repeats)
+        from refimpl._memory_format import contiguous_format
         from refimpl.ops.copy import clone
 
-        return clone(unsqueeze(x, d + 1).expand(shape)).flatten(d, d + 1)
+        return clone(unsqueeze(x, d + 1).expand(shape),
+                     memory_format=contiguous_format).flatten(d, d + 1)
     if repeats.dim() != 1:
         raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
     if repeats.shape[0] != x.shape[d]:

@@ -170,9 +170,10 @@ def reshape(self: Tensor, *shape) -> Tensor:
     shape = infer_size(size_args(shape, "reshape", "shape"), self.numel())
     if view_strides(self._shape, self._stride, shape) is not None:
         return view_op(self, shape)
+    from refimpl._memory_format import contiguous_format
     from refimpl.ops.copy import clone
 
-    return unsafe_view(clone(self), shape)
+    return unsafe_view(clone(self, memory_format=contiguous_format), shape)
 
 
 def reshape_as(self: Tensor, other: Tensor) -> Tensor:

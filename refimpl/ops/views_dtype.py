@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.ops._pointwise import mark_pointwise
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -212,3 +213,6 @@ def complex(real: Tensor, imag: Tensor, *, out: Tensor | None = None) -> Tensor:
 
 
 __all__ = ["complex", "imag", "real", "view_as_complex", "view_as_real"]
+
+# fresh outputs follow their inputs' layout (TENSOR-014)
+mark_pointwise("complex")

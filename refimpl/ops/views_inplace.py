@@ -163,9 +163,17 @@ def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
     shape = size_args(sizes, "resize_", "size")
     if any(s < 0 for s in shape):
         raise RuntimeError("numel: integer multiplication overflow")
-    if shape == self._shape:
-        return self
     stride = contiguous_strides(shape)
+    if memory_format is not None:
+        from refimpl._memory_format import format_strides, preserve_format
+
+        if memory_format is preserve_format:
+            raise RuntimeError("Unsupported memory formatPreserve")
+        stride = format_strides(shape, memory_format)
+    if shape == self._shape:
+        if memory_format is not None and stride != self._stride:
+            self._set_metadata(shape, stride, self._offset)  # restrided: no new version
+        return self
     need = _storage_bytes(shape, stride, self._offset, self.dtype.itemsize)
     if need > self._storage.nbytes():
         self._storage.resize_(need)
@@ -175,8 +183,13 @@ def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
 
 
 def resize_as_(self: Tensor, the_template: Tensor, memory_format=None) -> Tensor:
-    """``self.resize_(the_template.shape)`` (the template's device is ignored)."""
-    return resize_(self, the_template.shape)
+    """``self.resize_(the_template.shape)`` (the template's device is ignored); with
+    ``preserve_format``, laid out in the format the template's strides suggest."""
+    from refimpl._memory_format import preserve_format, suggest_format
+
+    if memory_format is preserve_format:
+        memory_format = suggest_format(the_template._shape, the_template._stride)
+    return resize_(self, the_template.shape, memory_format=memory_format)
 
 
 def set_(self: Tensor, source=None, storage_offset: int = 0, size=None,
