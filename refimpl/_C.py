@@ -113,3 +113,20 @@ def _is_fwd_grad_enabled() -> bool:
     from refimpl._state import STATE
 
     return STATE.fw_grad_enabled
+
+
+def _set_conj(tensor, conj: bool) -> None:
+    """Set or clear a tensor's conjugate bit in place (its memory is not touched)."""
+    from refimpl._math_views import set_bits
+
+    set_bits(tensor, bool(conj), tensor._neg_bit)
+
+
+def _set_neg(tensor, neg: bool) -> None:
+    """Set or clear a tensor's negative bit in place (its memory is not touched)."""
+    from refimpl._math_views import set_bits
+
+    set_bits(tensor, tensor._conj_bit, bool(neg))
+
+
+__all__ += ["_set_conj", "_set_neg"]

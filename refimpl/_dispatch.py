@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl import _math_views
 from refimpl._device import CPU, device, resolve
 from refimpl._state import FW, STATE
 from refimpl._tensor import Tensor
@@ -148,6 +149,10 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
     kind = op.kind
     if kind == "view":
         return _make_view(op, args, kwargs)
+    if _math_views.ACTIVE:  # an input may be a lazily conjugated / negated view
+        result = _math_views.kernel(op, args, kwargs, kernel_layer)
+        if result is not _math_views.PASS:
+            return result
     if kind == "inplace":
         return _inplace(op, args, kwargs)
     if kind == "factory":
@@ -264,7 +269,11 @@ def _make_view(op: OpDef, args: tuple, kwargs: dict):
     spec = op.meta(*args, **kwargs)
     src = args[0]
     if isinstance(spec, ViewSpec):
-        return _alias(src, spec)
+        out = _alias(src, spec)
+        bits = op.extra.get("math_bits")
+        if bits is not None:
+            bits(src, out)
+        return out
     return tuple(_alias(src, s) for s in spec)
 
 
@@ -274,6 +283,8 @@ def _alias(src: Tensor, spec: ViewSpec) -> Tensor:
     t = Tensor._make(src._storage, spec.shape, spec.stride, spec.offset,
                      spec.dtype or src.dtype, src._version_counter, base)
     t._is_inference = src._is_inference
+    if src._conj_bit or src._neg_bit:  # views keep the math-view bits
+        t._conj_bit, t._neg_bit = src._conj_bit, src._neg_bit
     return t
 
 
@@ -329,6 +340,10 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     """Copy (broadcasting, casting) the values of ``src`` into ``dst``; bumps the version."""
     if dst._is_inference and not STATE.inference_mode:
         raise RuntimeError(INFERENCE_INPLACE)  # every device's copy_ and out= come here
+    if _math_views.ACTIVE and (_math_views.has_bits(dst) or _math_views.has_bits(src)):
+        counter = dst._version_counter
+        dst, src = _math_views.stored_form(dst, src)  # store what makes dst's values src's
+        dst._version_counter = counter
     dd, sd = dst._storage.device.type, src._storage.device.type
     if dd == "cpu" and sd == "cpu":
         np_dst = dst._np

@@ -240,7 +240,9 @@ def tensor_repr(t) -> str:
         data = t.detach()
         if dev.type != "cpu":
             data = data.cpu()
-        body = _data_str(np.asarray(data._np), t.dtype, indent)
+        from refimpl._math_views import resolved
+
+        body = _data_str(np.asarray(resolved(data)._np), t.dtype, indent)
     try:
         grad_fn = t.grad_fn
         name = None if grad_fn is None else type(grad_fn).__name__

@@ -71,6 +71,9 @@ class Tensor(TensorAutogradMixin):
         "_version_counter",
         "dtype",
     )
+    # Math-view bits (refimpl._math_views): set on lazily conjugated / negated views.
+    _conj_bit = False
+    _neg_bit = False
 
     # -- construction -------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ def _message(e: BaseException) -> str:
 def to_np(x) -> np.ndarray:
     """A refimpl or torch tensor as a float64/complex128/int/bool numpy array."""
     if isinstance(x, t.Tensor):
-        arr = np.asarray(x.detach()._np)
+        arr = np.asarray(x.detach().resolve_conj().resolve_neg()._np)
         return arr.astype(np.float64) if arr.dtype.name in ("float16", "bfloat16") else arr
     x = x.detach()
     if x._is_zerotensor():  # torch's symbolic zero gradient

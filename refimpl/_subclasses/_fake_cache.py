@@ -89,7 +89,7 @@ def _tensor_key(t, mode) -> tuple:
     if t.constant is not None:
         raise BypassDispatchCache("constant attribute")
     return (t.dtype, t._shape, t._stride, t._storage.fake_device, "strided", _memory_format(t),
-            t._offset, t.requires_grad, False, False, False, t._is_inference, False)
+            t._offset, t.requires_grad, False, t._conj_bit, t._neg_bit, t._is_inference, False)
 
 
 def _append(out: list, value, mode) -> None:

@@ -244,6 +244,8 @@ class TensorAutogradMixin:
         t = type(self)._make(self._storage, self._shape, self._stride, self._offset, self.dtype,
                              self._version_counter)
         t._is_inference = self._is_inference
+        if self._conj_bit or self._neg_bit:  # an alias keeps the math-view bits
+            t._conj_bit, t._neg_bit = self._conj_bit, self._neg_bit
         return t
 
     def detach_(self):
@@ -270,6 +272,8 @@ class TensorAutogradMixin:
         t = type(self)._make(self._storage, self._shape, self._stride, self._offset, self.dtype,
                              VersionCounter())
         t._is_inference = self._is_inference
+        if self._conj_bit or self._neg_bit:
+            t._conj_bit, t._neg_bit = self._conj_bit, self._neg_bit
         return t
 
     @data.setter

@@ -245,13 +245,16 @@ def same_layout(primal, tangent) -> bool:
         return True  # nothing to address: strides and offsets do not matter
     return (primal._stride == tangent._stride and primal._offset == tangent._offset
             and _storage_numel(primal) == _storage_numel(tangent)
-            and primal.dtype is tangent.dtype)
+            and primal.dtype is tangent.dtype and primal._conj_bit == tangent._conj_bit
+            and primal._neg_bit == tangent._neg_bit)
 
 
 def laid_out_like(primal, tangent):
-    """A copy of ``tangent`` with ``primal``'s strides and offset, in a storage of
-    ``primal``'s storage size (so every view of the primal has a tangent view)."""
-    buf = _zeros_laid_out_like(primal)
+    """A copy of ``tangent`` with ``primal``'s strides, offset and math-view bits, in a
+    storage of ``primal``'s storage size (so every view of the primal has a tangent view)."""
+    from refimpl._math_views import set_bits
+
+    buf = set_bits(_zeros_laid_out_like(primal), primal._conj_bit, primal._neg_bit)
     prev, FW.active = FW.active, False
     try:
         buf.copy_(tangent)

@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._math_views import set_bits
 from refimpl._tensor import Tensor
 from refimpl.ops import _special
 from refimpl.ops._pointwise import (
@@ -458,36 +459,71 @@ def conj_physical_(self: Tensor) -> Tensor:
     return _conj_physical_(self) if self.dtype.category == 3 else self
 
 
-def conj(input: Tensor) -> Tensor:
-    """The complex conjugate; real tensors return themselves.
+def _same_view(x: Tensor):
+    from refimpl.ops._registry import ViewSpec
 
-    torch returns a lazily conjugated *view* of a complex tensor (``is_conj()``);
-    refimpl has no conjugate bit, so complex tensors get a conjugated copy.
-    """
-    return _conj_physical(input) if input.dtype.category == 3 else input
+    return ViewSpec(x._shape, x._stride, x._offset)
+
+
+def _toggle_conj(src: Tensor, out: Tensor) -> None:
+    set_bits(out, not src._conj_bit, src._neg_bit)
+
+
+def _toggle_neg(src: Tensor, out: Tensor) -> None:
+    set_bits(out, src._conj_bit, not src._neg_bit)
+
+
+# Math views (refimpl._math_views): same memory, one bit flipped; the dispatcher's view
+# path aliases the input and calls extra["math_bits"] on the new tensor.
+_conj_view = defop("conj", kind="view", meta=_same_view,
+                   backward=lambda ctx, g: (g.conj(),), jvp=lambda ctx, t: t.conj(),
+                   saves=(), extra={"method": False, "math_bits": _toggle_conj})
+_neg_view_op = defop("_neg_view", kind="view", meta=_same_view,
+                     backward=lambda ctx, g: (g.neg(),), jvp=lambda ctx, t: t._neg_view(),
+                     saves=(), extra={"method": False, "math_bits": _toggle_neg})
+
+
+def conj(input: Tensor) -> Tensor:
+    """The complex conjugate as a lazy view: same memory, conjugate bit flipped
+    (``is_conj()``; TENSOR-025). Real tensors return themselves."""
+    return _conj_view(input) if input.dtype.category == 3 else input
+
+
+def _neg_view(input: Tensor) -> Tensor:
+    """A lazily negated view: same memory, negative bit flipped (``is_neg()``)."""
+    return _neg_view_op(input)
 
 
 def resolve_conj(input: Tensor) -> Tensor:
-    """``input`` itself: refimpl tensors never carry a pending conjugation."""
-    return input
+    """A new tensor with the conjugation applied when ``input.is_conj()``, else ``input``."""
+    if not input._conj_bit:
+        return input
+    from refimpl.ops.copy import clone
+
+    return clone(input)
 
 
 def resolve_neg(input: Tensor) -> Tensor:
-    """``input`` itself: refimpl tensors never carry a pending negation."""
-    return input
+    """A new tensor with the negation applied when ``input.is_neg()``, else ``input``."""
+    if not input._neg_bit:
+        return input
+    from refimpl.ops.copy import clone
+
+    return clone(input)
 
 
 def is_conj(input: Tensor) -> bool:
-    """Always False in refimpl (no lazy conjugation)."""
-    return False
+    """Whether ``input`` is a lazily conjugated view (its conjugate bit is set)."""
+    return input._conj_bit
 
 
 def is_neg(input: Tensor) -> bool:
-    """Always False in refimpl (no lazy negation)."""
-    return False
+    """Whether ``input`` is a lazily negated view (its negative bit is set)."""
+    return input._neg_bit
 
 
 __all__ = [
+    "_neg_view",
     "acos",
     "acos_",
     "acosh",
@@ -585,7 +621,7 @@ __all__ = [
     "trunc_",
 ]
 TENSOR_METHODS = (
-    "round", "round_", "conj", "conj_physical", "conj_physical_", "resolve_conj",
+    "round", "round_", "conj", "_neg_view", "conj_physical", "conj_physical_", "resolve_conj",
     "resolve_neg", "is_conj", "is_neg", "polygamma", "polygamma_", "arcsin", "arccos",
     "arctan", "arcsinh", "arccosh", "arctanh", "arcsin_", "arccos_", "arctan_", "arcsinh_",
     "arccosh_", "arctanh_", "fix", "fix_",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._math_views import resolved
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 
@@ -16,8 +17,7 @@ from refimpl._tensor import Tensor
 def numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
     """A numpy array sharing this CPU tensor's memory (``force`` detaches and copies to CPU)."""
     if force:
-        return self.detach().cpu().resolve_conj()._np if hasattr(self, "resolve_conj") \
-            else self.detach().cpu()._np
+        return resolved(self.detach().cpu())._np
     if self.requires_grad and STATE.grad_enabled:
         raise RuntimeError(
             "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
@@ -30,6 +30,12 @@ def numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
         )
     if self.dtype is D.bfloat16:
         raise TypeError("Got unsupported ScalarType BFloat16")
+    if self._conj_bit:
+        raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
+                           "tensor.resolve_conj().numpy() instead.")
+    if self._neg_bit:
+        raise RuntimeError("Can't call numpy() on Tensor that has negative bit set. Use "
+                           "tensor.resolve_neg().numpy() instead.")
     return self._np
 
 
@@ -57,7 +63,7 @@ def item(self: Tensor):
     if self.device.type == "meta":
         raise RuntimeError("Tensor.item() cannot be called on meta tensors")
     host = self if self.device.type == "cpu" else _to_host(self)
-    return _python_scalar(host._np.reshape(-1)[0], self.dtype)
+    return _python_scalar(resolved(host)._np.reshape(-1)[0], self.dtype)
 
 
 def _to_host(self: Tensor) -> Tensor:
@@ -72,7 +78,7 @@ def _to_host(self: Tensor) -> Tensor:
 def tolist(self: Tensor):
     """Nested Python lists of Python numbers (a number for a 0-dim tensor)."""
     host = self if self.device.type == "cpu" else _to_host(self)
-    arr = host._np
+    arr = resolved(host)._np
     if self.dtype in (D.bfloat16, D.float16):
         arr = arr.astype(np.float32)
     return arr.tolist()

@@ -1,6 +1,6 @@
 """Matrix functions (spec TENSOR-307): det, inverse, linalg_cross, cross.
 
-Re-exported by ``linalg``. ``det`` and ``inverse`` take float32/float64/complex
+Re-exported by ``refimpl.linalg``. ``det`` and ``inverse`` take float32/float64/complex
 (batches of) square matrices through ``numpy.linalg``; a singular matrix given to
 ``inverse`` raises torch's ``LinAlgError`` (a RuntimeError) naming LU's first zero
 pivot, found by a small partial-pivoting elimination of the failing batch element.

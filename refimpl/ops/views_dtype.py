@@ -10,6 +10,7 @@ differentiable, but shares the storage and the version counter.
 from __future__ import annotations
 
 from refimpl import _dtype as D
+from refimpl._math_views import copy_bits
 from refimpl._tensor import Tensor
 from refimpl.ops._pointwise import mark_pointwise
 from refimpl.ops._registry import TensorSpec, defop
@@ -20,7 +21,7 @@ def alias_as(src: Tensor, shape, stride, offset: int, dtype: D.dtype) -> Tensor:
     base = src._base if src._base is not None else src
     out = Tensor._make(src._storage, shape, stride, offset, dtype, src._version_counter, base)
     out._is_inference = src._is_inference
-    return out
+    return copy_bits(out, src)
 
 
 def _check_last_stride(self: Tensor, what: str) -> None:
@@ -85,6 +86,11 @@ view_dtype = defop("_view_dtype", meta=_view_dtype_meta, cpu=_view_dtype_kernel,
 def _view_as_real_geometry(self: Tensor) -> tuple:
     if not self.dtype.is_complex:
         raise RuntimeError("view_as_real is only supported for complex tensors")
+    if self._conj_bit:
+        raise RuntimeError(
+            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
+            "conjugate tensor so you can view it as real, use self.resolve_conj(); however, "
+            "be warned that the resulting tensor will NOT alias the original.")
     return (self._shape + (2,), tuple(s * 2 for s in self._stride) + (1,), self._offset * 2,
             self.dtype.to_real())
 
@@ -131,16 +137,22 @@ view_as_complex = _dtype_view_op(
 
 
 def real(input: Tensor) -> Tensor:
-    """The real part as a view (the input itself for a real tensor)."""
+    """The real part as a view (the input itself for a real tensor); a conjugated input's
+    real part is that of its memory (TENSOR-025)."""
     if not input.dtype.is_complex:
         return input
+    if input._conj_bit:
+        input = input.conj()  # the stored values: same real part
     return view_as_real(input).select(-1, 0)
 
 
 def imag(input: Tensor) -> Tensor:
-    """The imaginary part of a complex tensor, as a view."""
+    """The imaginary part of a complex tensor, as a view; of a conjugated input, a
+    negative view of its memory's imaginary part (TENSOR-025)."""
     if not input.dtype.is_complex:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    if input._conj_bit:
+        return view_as_real(input.conj()).select(-1, 1)._neg_view()
     return view_as_real(input).select(-1, 1)
 
 

@@ -2,9 +2,8 @@
 (spec: TENSOR-005).
 
 They live apart from ``views.py`` because a Tensor property and the ``refimpl.real``
-function cannot share one module-level name. refimpl has no lazy conjugate bit: ``H`` and
-``mH`` of a complex tensor return ``conj()`` of the transposed view, so they are views
-only for real tensors.
+function cannot share one module-level name. ``H`` and ``mH`` of a complex tensor are
+``conj()`` of the transposed view: views with the conjugate bit (TENSOR-025).
 """
 
 from __future__ import annotations
