@@ -15,6 +15,9 @@ Around each node, in torch's order: tensor pre-hooks (``register_hook``) and
 each gradient), node post-hooks. Without ``retain_graph`` each node frees its saved
 tensors as soon as it ran.
 
+A node whose gradients arrive on a CUDA device runs on that device's worker thread
+(``_device_threads``), as in torch; the scheduling stays on the calling thread.
+
 Backward called from inside backward (*reentrant*) runs a nested task on the same
 thread; every ``_HANDOFF_DEPTH`` levels the nested task moves to a fresh thread, so
 deep reentrancy never exhausts the Python stack. Backward may run from several
@@ -31,7 +34,7 @@ import threading
 import warnings
 
 from refimpl._state import STATE
-from refimpl.autograd import _flags, _streams
+from refimpl.autograd import _device_threads, _flags, _streams
 from refimpl.autograd.graph import (
     AccumulateGrad,
     GradientEdge,
@@ -175,9 +178,14 @@ class GraphTask:
             if stream is None:
                 outputs = self._evaluate(node, inputs)
             else:
-                # hooks, captures and the node itself run on the forward's stream
-                with _streams.on_stream(stream):
-                    outputs = self._evaluate(node, inputs)
+                # hooks, captures and the node itself run on the forward's stream, on the
+                # thread of the device its gradients arrive on (STREAM-304)
+                device = _device_threads.input_device(inputs) if self.multithreading else None
+                if device is None or _device_threads.runs_here(device):
+                    outputs = self._evaluate_on_stream(node, inputs, stream)
+                else:
+                    outputs = _device_threads.run_on(device, self._evaluate_on_stream, node,
+                                                     inputs, stream)
                 if not node._next or captures.get(node):
                     leaf_streams.add(stream)
             if outputs is None:  # only captured (grad() inputs), not run
@@ -212,6 +220,10 @@ class GraphTask:
         while self.callbacks:
             self.callbacks.pop(0)()
 
+
+    def _evaluate_on_stream(self, node: GraphNode, inputs: list, stream) -> list | None:
+        with _streams.on_stream(stream):
+            return self._evaluate(node, inputs)
 
     def _evaluate(self, node: GraphNode, inputs: list) -> list | None:
         """Run one node: when only some nodes are needed (``grad()``), call the tensor
@@ -498,6 +510,8 @@ def _execute_in_new_thread(task: GraphTask, root: GraphNode) -> None:
     state = (STATE.grad_enabled, STATE.inference_mode, list(HOOKS.stack),
              HOOKS.disabled_message, list(_LOCAL.tasks))
     error: list = []
+    done = threading.Event()
+    waiter = _device_threads.current_worker()
 
     def work() -> None:
         STATE.grad_enabled, STATE.inference_mode = state[0], state[1]
@@ -509,9 +523,15 @@ def _execute_in_new_thread(task: GraphTask, root: GraphNode) -> None:
             _execute(task, root)
         except BaseException as e:  # noqa: BLE001 (re-raised in the calling thread)
             error.append(e)
+        finally:
+            done.set()
+            _device_threads.notify(waiter)
 
     worker = threading.Thread(target=work, name="refimpl-autograd-reentrant")
     worker.start()
+    # a device thread keeps running the nodes handed to it meanwhile: the new thread
+    # may hand it some
+    _device_threads.wait(done)
     worker.join()
     if error:
         raise error[0]

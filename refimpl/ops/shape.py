@@ -149,7 +149,7 @@ def _cat_jvp(ctx, tangents, *_):
 
 cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_cat_backward,
                jvp=_cat_jvp,
-               saves=(), extra={"method": False})
+               saves=(), extra={"method": False, "device_check": ("cat", ("tensors",))})
 
 
 def cat(tensors, dim: int = 0, *, axis: int | None = None, out: Tensor | None = None) -> Tensor:
@@ -208,7 +208,7 @@ stack = defop(
     "stack", meta=_stack_meta, cpu=_stack_cpu, cuda=_stack_cuda, saves=(), jvp=_stack_jvp,
     backward=lambda ctx, g: ([_cast_grad(gi, x) for gi, x in
                               zip(g.unbind(_stack_dim(ctx)), ctx.args[0])],),
-    extra={"method": False})
+    extra={"method": False, "device_check": ("cat", ("tensors",))})  # torch's stack runs cat
 
 
 def _nonempty(fn: str, tensors) -> list:

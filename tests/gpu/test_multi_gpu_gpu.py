@@ -134,7 +134,8 @@ def test_record_stream_default_stream_of_the_other_device_is_ignored():
     s1.synchronize()
 
 
-def test_backward_runs_device_nodes_with_their_device_current():
+@pytest.mark.parametrize("multithreading", [True, False])
+def test_backward_runs_device_nodes_on_their_device_threads(multithreading):
     seen = []
 
     class Probe(refimpl.autograd.Function):
@@ -144,18 +145,46 @@ def test_backward_runs_device_nodes_with_their_device_current():
 
         @staticmethod
         def backward(ctx, g):
-            seen.append((cuda.current_device(), threading.current_thread() is main))
+            seen.append((g.device.index, cuda.current_device(),
+                         threading.current_thread() is main, threading.current_thread().name))
             return g
 
     main = threading.current_thread()
     x0 = refimpl.ones(4, device="cuda:0", requires_grad=True)
     x1 = refimpl.ones(4, device="cuda:1", requires_grad=True)
-    loss = Probe.apply(x1).sum().to("cuda:0") + Probe.apply(x0).sum()
-    loss.backward()
-    assert sorted(d for d, _ in seen) == [0, 1]
+    with refimpl.autograd.set_multithreading_enabled(multithreading):
+        loss = Probe.apply(x1).sum().to("cuda:0") + Probe.apply(x0).sum()
+        loss.backward()
+    assert sorted(s[:3] for s in seen) == [(0, 0, not multithreading),
+                                           (1, 1, not multithreading)]
+    if multithreading:
+        assert sorted(s[3] for s in seen) == ["refimpl-autograd-cuda:0", "refimpl-autograd-cuda:1"]
     assert cuda.current_device() == 0
     np.testing.assert_array_equal(_values(x1.grad), np.ones(4, dtype=np.float32))
     np.testing.assert_array_equal(_values(x0.grad), np.ones(4, dtype=np.float32))
+
+
+def test_reentrant_backward_on_a_device_thread_reaches_the_other_device():
+    inner = []
+
+    class Reentrant(refimpl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            with refimpl.enable_grad():
+                for dev in ("cuda:1", "cuda:0", "cpu"):
+                    p = refimpl.ones(3, device=dev, requires_grad=True)
+                    (p * 3).sum().backward()
+                    inner.append((dev, _values(p.grad).tolist()))
+            return g
+
+    x = refimpl.ones(2, device="cuda:0", requires_grad=True)
+    Reentrant.apply(x).sum().backward()
+    assert inner == [(d, [3.0, 3.0, 3.0]) for d in ("cuda:1", "cuda:0", "cpu")]
+    np.testing.assert_array_equal(_values(x.grad), np.ones(2, dtype=np.float32))
 
 
 def test_one_gib_peer_copy_is_exact():
