@@ -179,3 +179,31 @@ def test_pinned_memory_event_on_the_device_of_the_copy(driver):
     assert event == (1, 101)
     assert driver.calls == [("event_create", 1, 101), ("event_record", 1, 101, 77)]
     assert source.event_done(event) is False
+
+
+def _on(device):
+    return SimpleNamespace(_storage=SimpleNamespace(device=device), dim=lambda: 2)
+
+
+_SAME = "Expected all tensors to be on the same device, but "
+_WRAPPER = " (when checking argument in method wrapper_CUDA_{})"
+
+
+@pytest.mark.parametrize(("name", "order", "message"), [
+    ("add", (0, 1), _SAME + "found at least two devices, cuda:0 and cuda:1!"),
+    ("mm", (0, 1), _SAME + "got mat2 is on cuda:1, different from other tensors on cuda:0"
+     + _WRAPPER.format("mm")),
+    ("cat", (1, 1, 0), _SAME + "got tensors is on cuda:0, different from other tensors on cuda:1"
+     + _WRAPPER.format("cat")),
+    ("addmm", (0, 0, 1), _SAME + "got mat2 is on cuda:1, different from other tensors on cuda:0"
+     + _WRAPPER.format("addmm")),
+])
+def test_two_device_messages_name_the_argument_where_torch_does(name, order, message):
+    from refimpl._device import device
+    from refimpl._dispatch import common_device
+    from refimpl.ops import _registry
+
+    tensors = [_on(device("cuda", i)) for i in order]
+    with pytest.raises(RuntimeError) as info:
+        common_device(_registry.get(name), tensors)
+    assert str(info.value) == message

@@ -48,6 +48,7 @@ class _Worker:
             item = self.queue.get()
             if item is not _WAKE:
                 item.run()
+            item = None  # an idle worker holds no node, gradient or result
 
 
 class _ThreadWorker(threading.local):
@@ -125,6 +126,7 @@ class _Job:
         except BaseException as e:  # noqa: BLE001 (re-raised on the waiting thread)
             self.error = e
         finally:
+            self.fn = self.args = None  # the node and its gradients go with the caller
             (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled, stack,
              HOOKS.disabled_message, local.tasks, local.depth) = saved
             HOOKS.stack[:] = stack
@@ -154,6 +156,7 @@ def wait(done: threading.Event) -> None:
         item = me.queue.get()
         if item is not _WAKE:
             item.run()
+        item = None
 
 
 def run_on(device: int, fn, *args):
@@ -162,6 +165,8 @@ def run_on(device: int, fn, *args):
     job = _Job(fn, args, _TLS.worker)
     _worker(device).queue.put(job)
     wait(job.done)
-    if job.error is not None:
-        raise job.error
-    return job.result
+    error, result = job.error, job.result
+    job.error = job.result = None
+    if error is not None:
+        raise error
+    return result

@@ -397,7 +397,8 @@ def _addmm_cuda(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
 
 
 addmm = defop("addmm", meta=_addmm_meta, cpu=_addmm_cpu, cuda=_addmm_cuda,
-              backward=_addmm_backward, jvp=_fused_jvp("mm"), extra=_FUSED)
+              backward=_addmm_backward, jvp=_fused_jvp("mm"),
+              extra={**_FUSED, "device_check": ("addmm", ("self", "mat1", "mat2"))})
 
 
 def _addmv_meta(input, mat, vec, *, beta=1, alpha=1) -> TensorSpec:
