@@ -133,3 +133,136 @@ def test_input_device_is_the_first_gradient_off_the_cpu():
     assert _device_threads.input_device([None, G("cpu"), G("cuda", 1), G("cuda", 0)]) == 1
     assert _device_threads.input_device([G("meta"), G("cuda", 0)]) is None
     assert _device_threads.input_device([G("cpu"), None]) is None
+
+
+# -- the engine with simulated devices ------------------------------------------------------
+# Nodes are made to look like CUDA nodes (a stream that does nothing), and the device of
+# their gradients is read from the dtype: float64 gradients are on device A, float16 ones
+# on device B, float32 ones on the CPU.
+
+@pytest.fixture
+def simulated(monkeypatch):
+    import contextlib
+
+    import refimpl
+    from refimpl.autograd import _streams, function, graph
+
+    stream = object()
+    monkeypatch.setattr(graph, "node_stream", lambda in_meta: stream)
+    monkeypatch.setattr(function, "node_stream", lambda in_meta: stream)
+    monkeypatch.setattr(_streams, "on_stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(_streams, "sync_producer", lambda *args: None)
+    monkeypatch.setattr(_streams, "sync_leaves", lambda streams: None)
+    devices = {refimpl.float64: A, refimpl.float16: B}
+
+    def input_device(inputs):
+        for g in inputs:
+            if g is not None:
+                return devices.get(g.dtype)
+        return None
+
+    monkeypatch.setattr(_device_threads, "input_device", input_device)
+    return refimpl
+
+
+def _probe(refimpl, seen):
+    class Probe(refimpl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append((str(g.dtype), threading.current_thread().name, refimpl.is_grad_enabled()))
+            return g
+
+    return Probe
+
+
+def test_engine_runs_device_nodes_on_their_threads(simulated):
+    refimpl = simulated
+    seen = []
+    probe = _probe(refimpl, seen)
+    x = refimpl.ones(3, dtype=refimpl.float64, requires_grad=True)
+    y = probe.apply(probe.apply(x).float())
+    z = probe.apply(y.half()).float().sum()
+    z.backward()
+    main = threading.current_thread().name
+    assert seen == [("torch.float16", f"refimpl-autograd-cuda:{B}", False),
+                    ("torch.float32", main, False),
+                    ("torch.float64", f"refimpl-autograd-cuda:{A}", False)]
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_engine_with_multithreading_disabled_stays_on_the_caller(simulated):
+    refimpl = simulated
+    seen = []
+    probe = _probe(refimpl, seen)
+    x = refimpl.ones(3, dtype=refimpl.float64, requires_grad=True)
+    with refimpl.autograd.set_multithreading_enabled(False):
+        probe.apply(x).sum().backward()
+    assert seen == [("torch.float64", threading.current_thread().name, False)]
+
+
+def test_engine_create_graph_and_errors_cross_the_device_thread(simulated):
+    refimpl = simulated
+    x = refimpl.tensor([1.0, 2.0], dtype=refimpl.float64, requires_grad=True)
+    (g,) = refimpl.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    assert g.tolist() == [3.0, 12.0] and g.requires_grad
+    (gg,) = refimpl.autograd.grad(g.sum(), x)
+    assert gg.tolist() == [6.0, 12.0]
+
+    class Fail(refimpl.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            return v.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("blah from a device thread")
+
+    with pytest.raises(RuntimeError, match="blah from a device thread"):
+        Fail.apply(x).sum().backward()
+
+
+def test_engine_reentrant_backward_from_a_device_thread(simulated):
+    refimpl = simulated
+    inner = []
+
+    class Reentrant(refimpl.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            return v.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            with refimpl.enable_grad():
+                for dtype in (refimpl.float64, refimpl.float16, refimpl.float32):
+                    p = refimpl.ones(2, dtype=dtype, requires_grad=True)
+                    (p * 3).sum().backward()
+                    inner.append((str(dtype), p.grad.tolist(), threading.current_thread().name))
+            return g
+
+    x = refimpl.ones(2, dtype=refimpl.float64, requires_grad=True)
+    Reentrant.apply(x).sum().backward()
+    worker_a = f"refimpl-autograd-cuda:{A}"
+    assert inner == [("torch.float64", [3.0, 3.0], worker_a),
+                     ("torch.float16", [3.0, 3.0], worker_a),
+                     ("torch.float32", [3.0, 3.0], worker_a)]
+    assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_engine_callbacks_queued_on_a_device_thread_run_at_the_end(simulated):
+    refimpl = simulated
+    order = []
+    x = refimpl.ones(2, dtype=refimpl.float64, requires_grad=True)
+
+    def hook(g):
+        order.append(("hook", threading.current_thread().name))
+        refimpl.autograd.Variable._execution_engine.queue_callback(
+            lambda: order.append(("callback", threading.current_thread().name)))
+
+    x.register_hook(hook)
+    (x * 2).sum().backward()
+    assert order == [("hook", f"refimpl-autograd-cuda:{A}"),
+                     ("callback", threading.current_thread().name)]
