@@ -123,7 +123,7 @@ def below_autograd(op: OpDef, args: tuple, kwargs: dict):
 def common_device(op: OpDef, tensors: list) -> device:
     """The device all tensor inputs share; 0-dim CPU tensors may join a CUDA op."""
     dev = None
-    for t in tensors:
+    for i, t in enumerate(tensors):
         d = t._storage.device
         if dev is None or dev == d:
             dev = d
@@ -133,6 +133,16 @@ def common_device(op: OpDef, tensors: list) -> device:
         if dev.type == "cpu" and _first_zero_dim_cpu(tensors, dev):
             dev = d
             continue
+        check = op.extra.get("device_check")
+        if check is not None and dev.type == d.type == "cuda":
+            # torch's generated device check of a non-TensorIterator kernel names the
+            # argument and the kernel wrapper
+            wrapper, names = check
+            name = names[min(i, len(names) - 1)]
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but got {name} is on {d}, "
+                f"different from other tensors on {dev} (when checking argument in method "
+                f"wrapper_CUDA_{wrapper})")
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two devices, "
             f"{dev} and {d}!"

@@ -175,12 +175,15 @@ class TensorAutogradMixin:
                 "and its gradient may break downstream systems that assume they match."
             )
         if value.device != self.device:
-            raise RuntimeError(
+            # torch writes each device index (an int8) as a character, and the message
+            # ends at the first NUL byte (index 0) when it reaches Python
+            message = (
                 f"attempting to assign a gradient located on device with index "
-                f"'{value.device.index}' to a tensor located on device with index "
-                f"'{self.device.index}'. Please ensure that the gradient and the tensor are on "
-                "the same device"
+                f"'{chr(value.device.index % 256)}' to a tensor located on device with index "
+                f"'{chr(self.device.index % 256)}'. Please ensure that the gradient and the "
+                "tensor are on the same device"
             )
+            raise RuntimeError(message.split("\x00", 1)[0])
         if value._shape != self._shape:
             raise RuntimeError(
                 f"attempting to assign a gradient of size '{list(value._shape)}' to a tensor of "

@@ -15,6 +15,10 @@ Around each node, in torch's order: tensor pre-hooks (``register_hook``) and
 each gradient), node post-hooks. Without ``retain_graph`` each node frees its saved
 tensors as soon as it ran.
 
+A node whose gradients arrive on a CUDA device runs on that device's worker thread
+(``_device_threads``), as in torch: the thread that runs the task hands the loop to a
+device thread for as long as the ready nodes are that device's.
+
 Backward called from inside backward (*reentrant*) runs a nested task on the same
 thread; every ``_HANDOFF_DEPTH`` levels the nested task moves to a fresh thread, so
 deep reentrancy never exhausts the Python stack. Backward may run from several
@@ -31,7 +35,7 @@ import threading
 import warnings
 
 from refimpl._state import STATE
-from refimpl.autograd import _flags, _streams
+from refimpl.autograd import _device_threads, _flags, _streams
 from refimpl.autograd.graph import (
     AccumulateGrad,
     GradientEdge,
@@ -74,6 +78,21 @@ class _Identity(GraphNode):
 
     def __init__(self) -> None:
         self._init_node((), ((), None, None))
+
+
+class _RunState:
+    """What the threads running one graph task hand each other: the ready nodes, the
+    input buffers, the node taken but not yet run, the streams of leaf gradients."""
+
+    __slots__ = ("buffers", "heap", "leaf_streams", "pending", "root", "tick")
+
+    def __init__(self, root: GraphNode) -> None:
+        self.root = root
+        self.heap: list = [(0, 0, root)]
+        self.buffers: dict = {}
+        self.tick = itertools.count(1)
+        self.leaf_streams: set = set()  # streams that produced leaf or captured gradients
+        self.pending: tuple | None = None
 
 
 class GraphTask:
@@ -157,20 +176,57 @@ class GraphTask:
     # -- execution -----------------------------------------------------------------------
 
     def run(self, root: GraphNode) -> None:
-        """Execute the graph from ``root`` (see the module docstring)."""
+        """Execute the graph from ``root`` (see the module docstring).
+
+        The ready nodes are run by :meth:`_drain`, on this thread until the next one
+        belongs to a device thread (STREAM-304), which then drains the nodes of its
+        device while this thread waits, and so on until no node is left.
+        """
+        state = _RunState(root)
+        device = self._drain(state, None)
+        while device is not None:
+            _device_threads.run_on(device, self._drain, state, device)
+            device = self._drain(state, None)
+        if state.leaf_streams:
+            _streams.sync_leaves(state.leaf_streams)
+        while self.callbacks:
+            self.callbacks.pop(0)()
+
+    def _drain(self, state: _RunState, device: int | None) -> int | None:
+        """Run ready nodes, newest first, while they belong to this thread.
+
+        ``device`` None: the task's own thread, which runs the nodes whose gradients are
+        on the CPU (and those of its device when it is a device thread); else the device
+        thread of ``device``, which runs the nodes whose gradients are on that device.
+        A node that belongs elsewhere is kept in ``state.pending`` and its device
+        returned (None when no node is left, or a CPU node ends a device thread's turn).
+        """
+        root = state.root
+        heap = state.heap
+        buffers = state.buffers
         deps = self.deps
-        buffers: dict = {}
-        heap = [(0, 0, root)]
-        tick = itertools.count(1)
         needed = self.needed
         captures = self.captures
         keep_graph = self.keep_graph
+        multithreading = self.multithreading
         push = heapq.heappush
         pop = heapq.heappop
-        leaf_streams: set = set()  # streams that produced leaf or captured gradients
-        while heap:
-            node = pop(heap)[2]
-            inputs = buffers.pop(node, None) if node is not root else []
+        while True:
+            if state.pending is not None:
+                node, inputs, where = state.pending
+                state.pending = None
+            elif heap:
+                node = pop(heap)[2]
+                inputs = buffers.pop(node, None) if node is not root else []
+                where = None
+                if node._stream is not None and multithreading:
+                    where = _device_threads.input_device(inputs)
+            else:
+                return None
+            if where != device and (device is not None
+                                    or not _device_threads.runs_here(where)):
+                state.pending = (node, inputs, where)
+                return where
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
                 outputs = self._evaluate(node, inputs)
@@ -179,7 +235,7 @@ class GraphTask:
                 with _streams.on_stream(stream):
                     outputs = self._evaluate(node, inputs)
                 if not node._next or captures.get(node):
-                    leaf_streams.add(stream)
+                    state.leaf_streams.add(stream)
             if outputs is None:  # only captured (grad() inputs), not run
                 continue
             if not keep_graph:
@@ -204,14 +260,9 @@ class GraphTask:
                     else:
                         _accumulate_on_stream(buf, nr, grad, stream, consumer)
                 if count == 0:
-                    push(heap, (-nxt._seq, next(tick), nxt))
+                    push(heap, (-nxt._seq, next(state.tick), nxt))
             # drop our references so AccumulateGrad can tell a gradient nobody else holds
             outputs = grad = inputs = None
-        if leaf_streams:
-            _streams.sync_leaves(leaf_streams)
-        while self.callbacks:
-            self.callbacks.pop(0)()
-
 
     def _evaluate(self, node: GraphNode, inputs: list) -> list | None:
         """Run one node: when only some nodes are needed (``grad()``), call the tensor
@@ -498,6 +549,8 @@ def _execute_in_new_thread(task: GraphTask, root: GraphNode) -> None:
     state = (STATE.grad_enabled, STATE.inference_mode, list(HOOKS.stack),
              HOOKS.disabled_message, list(_LOCAL.tasks))
     error: list = []
+    done = threading.Event()
+    waiter = _device_threads.current_worker()
 
     def work() -> None:
         STATE.grad_enabled, STATE.inference_mode = state[0], state[1]
@@ -509,9 +562,15 @@ def _execute_in_new_thread(task: GraphTask, root: GraphNode) -> None:
             _execute(task, root)
         except BaseException as e:  # noqa: BLE001 (re-raised in the calling thread)
             error.append(e)
+        finally:
+            done.set()
+            _device_threads.notify(waiter)
 
     worker = threading.Thread(target=work, name="refimpl-autograd-reentrant")
     worker.start()
+    # a device thread keeps running the nodes handed to it meanwhile: the new thread
+    # may hand it some
+    _device_threads.wait(done)
     worker.join()
     if error:
         raise error[0]

@@ -26,7 +26,7 @@ class DeviceSegmentSource:
 
     def __init__(self, device: int) -> None:
         self.device = device
-        self._free_events: list[int] = []
+        self._free_events: dict[int, list[int]] = {}  # device -> events of that device
         self._lock = threading.Lock()
 
     def allocate(self, nbytes: int) -> int | None:
@@ -54,27 +54,42 @@ class DeviceSegmentSource:
         """(free, total) bytes of the device."""
         return _driver.mem_get_info(self.device)
 
-    def record_event(self, stream: int) -> int:
-        """An event recorded now on ``stream``; the handle is the event object."""
+    def record_event(self, stream: int | tuple[int, int]) -> int | tuple[int, int]:
+        """An event recorded now on ``stream``; the handle is the event object.
+
+        ``stream`` is a handle of this device's streams, or a ``(device, handle)`` pair
+        for a stream of another device (``record_stream`` across devices): that event
+        is created on the stream's device and returned as a ``(device, event)`` pair.
+        """
+        device = self.device
+        if isinstance(stream, tuple):
+            device, stream = stream
         with self._lock:
-            event = self._free_events.pop() if self._free_events else 0
+            free = self._free_events.get(device)
+            event = free.pop() if free else 0
         if event == 0:
-            event = _driver.event_create(self.device, _driver.EVENT_DISABLE_TIMING)
-        _driver.event_record(self.device, event, stream)
-        return event
+            event = _driver.event_create(device, _driver.EVENT_DISABLE_TIMING)
+        _driver.event_record(device, event, stream)
+        return event if device == self.device else (device, event)
+
+    def _split(self, event: object) -> tuple[int, int]:
+        if isinstance(event, tuple):
+            return event
+        return self.device, int(event)  # type: ignore[call-overload]
 
     def event_done(self, event: object) -> bool:
         """Whether the event has completed (never blocks)."""
-        return _driver.event_query(self.device, int(event))  # type: ignore[call-overload]
+        return _driver.event_query(*self._split(event))
 
     def synchronize_event(self, event: object) -> None:
         """Block until the event has completed."""
-        _driver.event_synchronize(self.device, int(event))  # type: ignore[call-overload]
+        _driver.event_synchronize(*self._split(event))
 
     def release_event(self, event: object) -> None:
         """Return the event to the free list for the next :meth:`record_event`."""
+        device, handle = self._split(event)
         with self._lock:
-            self._free_events.append(int(event))  # type: ignore[call-overload]
+            self._free_events.setdefault(device, []).append(handle)
 
 
 def install() -> None:

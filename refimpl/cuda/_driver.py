@@ -266,6 +266,22 @@ def use_device(ordinal: int) -> None:
     _tls.device = ordinal
 
 
+CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
+
+
+def enable_peer_access(ordinal: int, peer: int) -> None:
+    """Let ``ordinal``'s primary context access ``peer``'s memory (``cuCtxEnablePeerAccess``).
+
+    Access is one way, from the current context to the peer's allocations (those made
+    before the call included); enabling it twice is not an error.
+    """
+    d = _load("driver")
+    use_device(ordinal)
+    code = int(d.cuCtxEnablePeerAccess(_primary_context(peer), 0)[0])
+    if code not in (CUDA_SUCCESS, CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED):
+        raise CudaDriverError("cuCtxEnablePeerAccess", code, *_describe(code))
+
+
 def primary_context_active(ordinal: int) -> bool:
     """Whether the device's primary context exists (``cuDevicePrimaryCtxGetState``)."""
     _flags, active = _call("cuDevicePrimaryCtxGetState", _device(ordinal))
@@ -444,6 +460,17 @@ def memcpy_dtod_async(ordinal: int, dst: int, src: int, nbytes: int, stream: int
     use_device(ordinal)
     _call("cuMemcpyDtoDAsync", d.CUdeviceptr(dst), d.CUdeviceptr(src), nbytes,
           d.CUstream(stream))
+
+
+def memcpy_peer_async(dst_ordinal: int, dst: int, src_ordinal: int, src: int, nbytes: int,
+                      stream: int, stream_ordinal: int) -> None:
+    """``cuMemcpyPeerAsync``: copy between the memory of two devices on ``stream`` (a
+    stream of ``stream_ordinal``); with peer access enabled the copy engines move the
+    bytes over the peer link, otherwise the driver stages them through the host."""
+    d = _load("driver")
+    use_device(stream_ordinal)
+    _call("cuMemcpyPeerAsync", d.CUdeviceptr(dst), _primary_context(dst_ordinal),
+          d.CUdeviceptr(src), _primary_context(src_ordinal), nbytes, d.CUstream(stream))
 
 
 def memset_async(ordinal: int, dst: int, value: int, count: int, width: int, stream: int) -> None:

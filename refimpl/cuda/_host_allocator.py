@@ -162,11 +162,15 @@ class DriverHostSource:
 
         _driver.host_free(address)
 
-    def record_event(self, stream: int):
-        """An event recorded on ``stream`` of the current device."""
+    def record_event(self, stream):
+        """An event recorded on ``stream``: a ``(device, handle)`` pair, or a handle of
+        the current device."""
         from refimpl.cuda import _device, _driver
 
-        dev = _device.current_device()
+        if isinstance(stream, tuple):
+            dev, stream = stream
+        else:
+            dev = _device.current_device()
         event = _driver.event_create(dev, _driver.EVENT_DISABLE_TIMING)
         _driver.event_record(dev, event, stream)
         return (dev, event)

@@ -121,5 +121,12 @@ def resize(old: DeviceAllocation, old_nbytes: int, nbytes: int, device) -> Devic
 def record_stream(storage, stream) -> None:
     """Mark the storage's block as in use on ``stream`` (see ``Tensor.record_stream``)."""
     alloc: DeviceAllocation = storage._data
-    if alloc.block is not None:
-        alloc._allocator.record_stream(alloc.block, stream.cuda_stream)
+    block = alloc.block
+    if block is not None:
+        # a stream of another device is kept with its device, so that the event marking
+        # the end of its use is made there (its handle alone may also name a stream of
+        # this device); the block's own stream handle is ignored, as torch compares handles
+        key = stream.cuda_stream
+        if stream.device_index != alloc.device_index and key != block.stream:
+            key = (stream.device_index, key)
+        alloc._allocator.record_stream(block, key)

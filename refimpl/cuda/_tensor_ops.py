@@ -2,7 +2,8 @@
 
 * device <- device: the strided copy kernel (``_kernels.copy``), any dtype pair,
   broadcasting through zero strides; overlapping source and destination go through
-  a temporary.
+  a temporary. Between two devices: ``_peer`` (peer access, a memcpy or the copy kernel
+  on the source device, ordered against both devices' current streams).
 * device <- host and host <- device: ``cuMemcpy*Async`` on the current stream of the
   CUDA side. A blocking copy synchronizes that stream before returning (so
   ``current_stream().query()`` is True afterwards, as in torch); a non-blocking copy
@@ -94,6 +95,11 @@ def _overlaps(a: Tensor, b: Tensor) -> bool:
 
 
 def _device_to_device(dst: Tensor, src: Tensor) -> None:
+    if _device_index(dst) != _device_index(src):
+        from refimpl.cuda import _peer
+
+        _peer.copy(dst, src)
+        return
     if _overlaps(dst, src):
         tmp = Tensor._empty(src._shape, src.dtype, src.device)
         _device_to_device(tmp, src)
@@ -123,7 +129,7 @@ def _host_to_device(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
     if not same:
         _device_to_device(dst, staged)
     if non_blocking and block is not None:
-        _host_allocator.host_allocator().record_use(block, stream)
+        _host_allocator.host_allocator().record_use(block, (index, stream))
     else:
         _driver.stream_synchronize(index, stream)
 
@@ -142,7 +148,7 @@ def _device_to_host(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
         host = dst._np
         _driver.memcpy_dtoh_async(index, host.ctypes.data, source, nbytes, stream)
         if non_blocking and block is not None:
-            _host_allocator.host_allocator().record_use(block, stream)
+            _host_allocator.host_allocator().record_use(block, (index, stream))
             return
         _driver.stream_synchronize(index, stream)
         return

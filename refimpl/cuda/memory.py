@@ -422,7 +422,9 @@ def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[
     "external_annotations": []}``; see ``refimpl.cuda._snapshot`` for the entries.
     """
     allocators = _allocator.device_allocators() if _is_initialized() else {}
-    count = max(allocators, default=-1) + 1
+    # one trace per device, as torch's allocator has one per device from initialisation
+    devices = _device_count() if _device_count is not None and _is_initialized() else 0
+    count = max(max(allocators, default=-1) + 1, devices)
     traces: list[list[dict[str, Any]]] = [[] for _ in range(count)]
     segments: list[dict[str, Any]] = []
     for index, allocator in allocators.items():

@@ -330,9 +330,11 @@ class Event:
         if self.cuda_event == 0:
             self._create(stream.device_index)
         elif self.device_index != stream.device_index:
-            raise RuntimeError(
-                f"Event device {self.device_index} does not match recording stream's "
-                f"device {stream.device_index}.")
+            # torch writes each device index (an int8) as a character, and the message
+            # ends at the first NUL byte (index 0) when it reaches Python
+            message = (f"Event device {chr(self.device_index)} does not match recording "
+                       f"stream's device {chr(stream.device_index)}.")
+            raise RuntimeError(message.split("\x00", 1)[0])
         _driver.event_record(self.device_index, self.cuda_event, stream.cuda_stream)
         self._recorded = True
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from refimpl import _dtype as D
@@ -258,8 +260,9 @@ def cpu(self: Tensor) -> Tensor:
 
 def cuda(self: Tensor, device=None, non_blocking: bool = False) -> Tensor:
     """A CUDA copy on ``device`` (the current device by default)."""
-    dev = as_device("cuda" if device is None else device if not isinstance(device, int)
-                    else f"cuda:{device}")
+    # ``int`` is the Tensor.int method in this module: the builtin is spelled out
+    dev = as_device("cuda" if device is None else
+                    f"cuda:{device}" if isinstance(device, builtins.int) else device)
     return to(self, dev, non_blocking=non_blocking)
 
 

@@ -144,10 +144,11 @@ def _check_index_list(self_shape, indices) -> None:
                          f"with shapes {listed}") from None
 
 
-def _check_index_devices(self: Tensor) -> None:
+def _check_index_devices(self: Tensor, indices=()) -> None:
     # the ops accept CPU index tensors with a CUDA self (dispatch: cross_device), not
-    # the other way round
-    if not self.is_cuda:
+    # the other way round, nor index tensors of another CUDA device
+    if not self.is_cuda or any(isinstance(i, Tensor) and i.is_cuda and i.device != self.device
+                               for i in indices):
         raise RuntimeError("indices should be either on cpu or on the same device as the "
                            f"indexed tensor ({self.device})")
 
@@ -155,7 +156,7 @@ def _check_index_devices(self: Tensor) -> None:
 def _index_cuda(self: Tensor, indices) -> Tensor:
     from refimpl.cuda import _index_ops
 
-    _check_index_devices(self)
+    _check_index_devices(self, indices)
     _check_index_list(self._shape, indices)
     return _index_ops.index(self, list(indices))
 
@@ -220,7 +221,7 @@ def _index_put_cpu(self: Tensor, indices, values, accumulate: bool = False) -> n
 def _index_put_cuda(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     from refimpl.cuda import _index_ops
 
-    _check_index_devices(self)
+    _check_index_devices(self, indices)
     _check_values(self, values)
     _check_index_list(self._shape, indices)
     if isinstance(values, Tensor) and values._storage.device != self._storage.device \

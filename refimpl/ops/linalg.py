@@ -149,7 +149,7 @@ def _mm_cuda(input, mat2) -> Tensor:
 
 
 mm = defop("mm", meta=_mm_meta, cpu=_mm_cpu, cuda=_mm_cuda, backward=_mm_backward,
-           jvp=_bilinear_jvp("mm"))
+           jvp=_bilinear_jvp("mm"), extra={"device_check": ("mm", ("self", "mat2"))})
 
 
 def _check_bmm(a: Tensor, b: Tensor) -> None:
@@ -190,7 +190,7 @@ def _bmm_cuda(input, mat2) -> Tensor:
 
 
 bmm = defop("bmm", meta=_bmm_meta, cpu=_bmm_cpu, cuda=_bmm_cuda, backward=_bmm_backward,
-            jvp=_bilinear_jvp("bmm"))
+            jvp=_bilinear_jvp("bmm"), extra={"device_check": ("bmm", ("self", "mat2"))})
 
 
 def _check_mv(self_dtype, mat: Tensor, vec: Tensor, self_shape=None) -> None:
@@ -397,7 +397,8 @@ def _addmm_cuda(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
 
 
 addmm = defop("addmm", meta=_addmm_meta, cpu=_addmm_cpu, cuda=_addmm_cuda,
-              backward=_addmm_backward, jvp=_fused_jvp("mm"), extra=_FUSED)
+              backward=_addmm_backward, jvp=_fused_jvp("mm"),
+              extra={**_FUSED, "device_check": ("addmm", ("self", "mat1", "mat2"))})
 
 
 def _addmv_meta(input, mat, vec, *, beta=1, alpha=1) -> TensorSpec:

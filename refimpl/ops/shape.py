@@ -163,7 +163,8 @@ def _cat_layout(shape, args: tuple, kwargs: dict):
 
 cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_cat_backward,
                jvp=_cat_jvp,
-               saves=(), extra={"method": False, "layout": _cat_layout})
+               saves=(), extra={"method": False, "layout": _cat_layout,
+                                "device_check": ("cat", ("tensors",))})
 
 
 def cat(tensors, dim: int = 0, *, axis: int | None = None, out: Tensor | None = None) -> Tensor:
@@ -222,7 +223,7 @@ stack = defop(
     "stack", meta=_stack_meta, cpu=_stack_cpu, cuda=_stack_cuda, saves=(), jvp=_stack_jvp,
     backward=lambda ctx, g: ([_cast_grad(gi, x) for gi, x in
                               zip(g.unbind(_stack_dim(ctx)), ctx.args[0])],),
-    extra={"method": False})
+    extra={"method": False, "device_check": ("cat", ("tensors",))})  # torch's stack runs cat
 
 
 def _nonempty(fn: str, tensors) -> list:
