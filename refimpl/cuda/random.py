@@ -3,7 +3,7 @@
 They use the same counter-based Philox4x32-10 stream as the CPU generator
 (``refimpl._random``), so a (seed, offset) pair names the same numbers on both sides.
 Draws on a CUDA device run as kernels on that device (``_random_kernels``), each
-launch reserving its counter blocks with ``Generator.philox_cuda_state``; the state
+launch reserving its counter blocks with ``CUDAGenerator.philox_launch_args``; the state
 (``get_rng_state``: seed and offset, 16 bytes) therefore replays a run exactly.
 Seeding before CUDA is initialised is queued, as torch does: only the latest
 ``manual_seed`` and the latest ``manual_seed_all`` are kept and replayed at init.
@@ -211,7 +211,8 @@ class CUDAGenerator(Generator):
         return super().set_offset(offset)
 
     def philox_cuda_state(self, increment: int) -> tuple[int, int]:
-        """Reserve the blocks of one eager launch: (seed, offset)."""
+        """Reserve the blocks of one launch: (seed, offset); inside a capture the
+        offset is the one within the graph (kernels use ``philox_launch_args``)."""
         return self._state.seed, self._state.increase(increment)
 
     def philox_launch_args(self, increment: int) -> tuple[int, int, int, int]:
