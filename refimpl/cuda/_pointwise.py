@@ -334,8 +334,8 @@ class _Plan:
     def function_handles(self, device: int) -> tuple[int, ...]:
         fns = self.functions.get(device)
         if fns is None:
-            fns = tuple(_nvrtc.get_function(self.source, name, device)
-                        for name in ("k_vec", "k_one", "k_s32", "k_s64", "k_vec32", "k_one32"))
+            fns = load_functions(self.source, ("k_vec", "k_one", "k_s32", "k_s64", "k_vec32",
+                                               "k_one32"), device)
             self.functions[device] = fns
         return fns
 
@@ -351,6 +351,20 @@ class _Plan:
             bufs = (head, meta, ctypes.addressof(one), ctypes.addressof(two), one, two)
             self.buffers[tid] = bufs
         return bufs
+
+
+def load_functions(source: str, names: Sequence[str], device: int) -> tuple[int, ...]:
+    """Handles of the kernels ``names`` of ``source`` on ``device``.
+
+    A kernel first used inside a graph capture is loaded then: loading (the module and,
+    with the driver's lazy loading, each function) runs in the relaxed capture mode,
+    so that it neither is captured nor invalidates a capture in the global mode.
+    """
+    old = _driver.exchange_capture_mode("relaxed")
+    try:
+        return tuple(_nvrtc.get_function(source, name, device) for name in names)
+    finally:
+        _driver.exchange_capture_mode(old)
 
 
 def compile_check(expr: str, sig: Sequence[D.dtype | None], compute: Sequence[D.dtype],

@@ -34,7 +34,8 @@ import math
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.cuda import _driver, _kernels, _nvrtc, _tensor_ops, streams
+from refimpl.cuda import _driver, _kernels, _tensor_ops, streams
+from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
@@ -195,6 +196,17 @@ def _source(dist: str, name: str) -> str:
     return src
 
 
+_functions: dict[tuple[str, str, int], int] = {}
+
+
+def _function(source: str, kernel: str, idx: int) -> int:
+    """A kernel's handle, loaded once per device (capture-safe, see ``load_functions``)."""
+    fn = _functions.get((source, kernel, idx))
+    if fn is None:
+        fn = _functions[(source, kernel, idx)] = load_functions(source, (kernel,), idx)[0]
+    return fn
+
+
 def _launch(fn: int, idx: int, threads: int, args: list) -> None:
     grid = min(max(math.ceil(threads / _BLOCK), 1), _MAX_GRID)
     _driver.launch(idx, fn, (grid, 1, 1), (_BLOCK, 1, 1), args,
@@ -222,7 +234,7 @@ def draw(out: Tensor, dist: str, gen, *, a: float = 0.0, b: float = 1.0, lo: int
     blocks = -(-n // E)
     seed, offset, seed_ptr, offset_ptr = gen.philox_launch_args(blocks)
     ptr, idx = _where(out)
-    fn = _nvrtc.get_function(_source(dist, name), "draw", idx)
+    fn = _function(_source(dist, name), "draw", idx)
     params = _Params(n, seed, offset, float(a), float(b), int(lo), int(span) % (1 << 64),
                      _where(probs)[0] if probs is not None else 0, seed_ptr, offset_ptr)
     _launch(fn, idx, blocks, [ctypes.c_uint64(ptr), params])
@@ -276,10 +288,10 @@ def randperm(out: Tensor, gen) -> Tensor:
     seed, offset, seed_ptr, offset_ptr = gen.philox_launch_args(-(-n // 2))
     params = _Params(n, seed, offset, 0.0, 0.0, 0, 1, 0, seed_ptr, offset_ptr)
     kptr, iptr = _where(keys)[0], _where(order)[0]
-    init = _nvrtc.get_function(_PERM, "perm_init", idx_dev)
+    init = _function(_PERM, "perm_init", idx_dev)
     _launch(init, idx_dev, N, [ctypes.c_uint64(kptr), ctypes.c_uint64(iptr),
                                ctypes.c_longlong(N), params])
-    step = _nvrtc.get_function(_PERM, "bitonic_step", idx_dev)
+    step = _function(_PERM, "bitonic_step", idx_dev)
     size = 2
     while size <= N:
         stride = size // 2
@@ -369,7 +381,7 @@ def multinomial(out: Tensor, probs: Tensor, num_samples: int, replacement: bool,
     seed, offset, seed_ptr, offset_ptr = gen.philox_launch_args(-(-(rows * num_samples) // 2))
     params = _Params(rows * num_samples, seed, offset, 0.0, 0.0, 0, 1, 0, seed_ptr, offset_ptr)
     kernel = "with_replacement" if replacement else "without_replacement"
-    fn = _nvrtc.get_function(_MULTINOMIAL, kernel, idx)
+    fn = _function(_MULTINOMIAL, kernel, idx)
     _launch(fn, idx, rows * num_samples if replacement else rows,
             [ctypes.c_uint64(_where(weights)[0]), ctypes.c_uint64(ptr),
              ctypes.c_longlong(rows), ctypes.c_longlong(cats),
