@@ -238,8 +238,19 @@ class CUDAGraph:
             for state in self._generator_states:
                 state.unregister_graph(self)
             self._generator_states.clear()
+        if not (self._graph or self._exec):
+            return
+        # the garbage collector may run while another graph is being captured: the
+        # driver calls of the destruction run in the relaxed capture mode, so that
+        # they cannot invalidate that capture
+        old = None
+        with contextlib.suppress(Exception):
+            old = _driver.exchange_capture_mode("relaxed")
         with contextlib.suppress(Exception):
             self.reset()
+        if old is not None:
+            with contextlib.suppress(Exception):
+                _driver.exchange_capture_mode(old)
 
 
 class graph:
