@@ -228,6 +228,9 @@ class CUDAGraph:
         state.register_graph(self)
 
     def _end_generator_capture(self) -> None:
+        # Also after a failed capture: torch 2.11 leaves its states capturing then (its
+        # epilogue follows a successful instantiation only), so that every later draw
+        # of the process fails until a capture succeeds; refimpl does not copy that.
         for state in self._generator_states:
             if state.capturing:
                 self._generator_states[state] = state.capture_epilogue()
