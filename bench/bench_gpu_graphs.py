@@ -4,7 +4,8 @@ A graph of ``--kernels`` small kernels (in-place adds on a 1024-element float32
 tensor) is captured once per library; then:
 
 * replay: GPU time per kernel replayed, from CUDA events around ``--replays``
-  back-to-back replays (median of ``--repeat`` samples after warm-up);
+  back-to-back replays (median of ``--repeat`` samples after warm-up; the samples of
+  torch and refimpl alternate, so that clock changes during the run hit both);
 * eager: GPU time per kernel when the same adds are launched one by one (what a
   graph saves: the host launch cost shows up as GPU idle time between kernels);
 * capture: host wall time of capture_begin + the adds + capture_end (median of
@@ -47,51 +48,63 @@ def _capture(lib, kernels: int):
     return g, a, elapsed
 
 
-def _gpu_ms(lib, fn, repeat: int) -> float:
-    """Median GPU milliseconds of ``fn`` between two events on the current stream."""
-    return statistics.median(gpu_times_ms(lib, fn, repeat, warmup=0))
+def _interleaved_gpu_ms(fns: dict, repeat: int) -> dict:
+    """Median GPU milliseconds of each ``(lib, fn)`` of ``fns``, between two events on
+    the lib's current stream; the samples of the libraries alternate, so that a change
+    of the GPU's clocks during the run falls on both alike."""
+    samples: dict = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, (lib, fn) in fns.items():
+            samples[name].extend(gpu_times_ms(lib, fn, 1, warmup=0))
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
-def measure(lib, kernels: int, replays: int, repeat: int, captures: int) -> dict:
-    """Per-kernel replay and eager GPU time (us) and capture wall time (ms) for ``lib``."""
-    g, a, _ = _capture(lib, kernels)
+def measure(libs: dict, kernels: int, replays: int, repeat: int, captures: int) -> dict:
+    """Per-kernel replay and eager GPU time (us) and capture wall time (ms) of each
+    library of ``libs`` (name -> module), measured in alternation."""
+    graphs = {name: _capture(lib, kernels)[:2] for name, lib in libs.items()}
+    replay_fns, eager_fns, correct = {}, {}, {}
+    for name, lib in libs.items():
+        g, a = graphs[name]
 
-    def replay():
-        for _ in range(replays):
-            g.replay()
+        def replay(g=g):
+            for _ in range(replays):
+                g.replay()
 
-    def eager():
-        for _ in range(kernels):
-            a.add_(1)
+        def eager(a=a):
+            for _ in range(kernels):
+                a.add_(1)
 
-    for _ in range(3):
-        replay()
-        eager()
-    lib.cuda.synchronize()
-    before = a.cpu().tolist()[0]
-    g.replay()
-    lib.cuda.synchronize()
-    correct = a.cpu().tolist()[0] == before + kernels
-    replay_ms = _gpu_ms(lib, replay, repeat)
-    eager_ms = _gpu_ms(lib, eager, repeat)
-    capture_s = []
+        for _ in range(3):
+            replay()
+            eager()
+        lib.cuda.synchronize()
+        before = a.cpu().tolist()[0]
+        g.replay()
+        lib.cuda.synchronize()
+        correct[name] = a.cpu().tolist()[0] == before + kernels
+        replay_fns[name], eager_fns[name] = (lib, replay), (lib, eager)
+    replay_ms = _interleaved_gpu_ms(replay_fns, repeat)
+    eager_ms = _interleaved_gpu_ms(eager_fns, repeat)
+    capture_s: dict = {name: [] for name in libs}
     for _ in range(captures):
-        g2, _, elapsed = _capture(lib, kernels)
-        capture_s.append(elapsed)
-        g2.reset()
-    return {
-        "replay_us_per_kernel": replay_ms * 1e3 / (replays * kernels),
-        "eager_us_per_kernel": eager_ms * 1e3 / kernels,
-        "capture_ms": statistics.median(capture_s) * 1e3,
-        "replay_correct": correct,
-    }
+        for name, lib in libs.items():
+            g2, _, elapsed = _capture(lib, kernels)
+            capture_s[name].append(elapsed)
+            g2.reset()
+    return {name: {
+        "replay_us_per_kernel": replay_ms[name] * 1e3 / (replays * kernels),
+        "eager_us_per_kernel": eager_ms[name] * 1e3 / kernels,
+        "capture_ms": statistics.median(capture_s[name]) * 1e3,
+        "replay_correct": correct[name],
+    } for name in libs}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, default=100)
     parser.add_argument("--replays", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=41)
     parser.add_argument("--captures", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -99,9 +112,8 @@ def main() -> None:
 
     import refimpl
 
-    results = {}
-    for name, lib in (("torch", torch), ("refimpl", refimpl)):
-        results[name] = measure(lib, args.kernels, args.replays, args.repeat, args.captures)
+    results = measure({"torch": torch, "refimpl": refimpl}, args.kernels, args.replays,
+                      args.repeat, args.captures)
     ratios = {k: results["refimpl"][k] / results["torch"][k]
               for k in ("replay_us_per_kernel", "eager_us_per_kernel", "capture_ms")}
     report = {

@@ -50,6 +50,17 @@ def philox4x32(counter_lo: np.ndarray, counter_hi: np.ndarray, key: int) -> np.n
 class Generator:
     """A random number generator: ``manual_seed``, ``seed``, ``get_state``/``set_state``."""
 
+    def __new__(cls, device="cpu", *args, **kwargs):
+        # a CUDA device gets the CUDA generator (graph-safe states, refimpl.cuda.random)
+        if cls is Generator and "cuda" in str(device):
+            from refimpl._device import as_device
+
+            if as_device(device).type == "cuda":
+                from refimpl.cuda.random import CUDAGenerator
+
+                return super().__new__(CUDAGenerator)
+        return super().__new__(cls)
+
     def __init__(self, device="cpu") -> None:
         from refimpl._device import as_device
 
@@ -121,6 +132,20 @@ class Generator:
         seed, offset = self._seed, self._offset
         self._offset += -(-int(increment) // 4) * 4
         return seed, offset
+
+    def graphsafe_get_state(self) -> Generator:
+        """A generator sharing this one's state (CUDA generators only)."""
+        raise NotImplementedError("graphsafe_get_state is not supported in this Generator")
+
+    def graphsafe_set_state(self, state: Generator) -> Generator:
+        """Make this generator use ``state``'s state (CUDA generators only)."""
+        raise NotImplementedError("graphsafe_set_state is not supported in this Generator")
+
+    def clone_state(self) -> Generator:
+        """A new generator with a copy of this one's state."""
+        gen = Generator(self.device)
+        gen._seed, gen._offset = self._seed, self._offset
+        return gen
 
     # -- drawing -----------------------------------------------------------------------
 

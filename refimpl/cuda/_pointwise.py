@@ -19,7 +19,9 @@ Semantics (those of torch's TensorIterator):
 
 Layouts: when every tensor operand has the output's shape and contiguous strides,
 the kernel walks flat memory, with 128-bit vector loads and stores when every
-pointer is aligned; otherwise a strided kernel computes each operand's offset from
+pointer is aligned: below 2**31 elements each thread handles one vector at a 32-bit
+offset, with no loop (the cheapest kernel for small tensors), beyond that a 64-bit
+grid-stride loop; otherwise a strided kernel computes each operand's offset from
 the linear index, after dimensions of size 1 are dropped and neighbours that are
 contiguous in every operand are merged (32-bit index math with multiply-shift
 division when offsets fit, 64-bit otherwise). One source holds all layouts of one
@@ -51,6 +53,10 @@ from refimpl.cuda._pointwise_prelude import PRELUDE
 MAX_DIMS = 8
 MAX_OPERANDS = 4
 _BLOCK = 256
+# contiguous operands of fewer elements than this take the 32-bit kernels: one
+# thread per (vector of) element(s), blocks of _BLOCK32 threads, as torch launches
+_SMALL_INDEX = 1 << 31
+_BLOCK32 = 128
 _UNROLL = 4  # elements per thread in the strided kernels
 _NAMES = "abcd"
 
@@ -210,7 +216,7 @@ class _Plan:
         self.meta32 = struct.Struct(f"<i{3 * MAX_DIMS}I{self.nptr * MAX_DIMS}i")
         self.meta64 = struct.Struct(f"<q{(1 + self.nptr) * MAX_DIMS}q")
         self.source = self._source(fields, sig, compute, out, params)
-        self.functions: dict[int, tuple[int, int, int, int]] = {}
+        self.functions: dict[int, tuple[int, ...]] = {}
         self.buffers: dict[int, tuple] = {}
 
     def _source(self, fields, sig, compute, out, params) -> str:
@@ -263,6 +269,27 @@ class _Plan:
             + ";\n}\n"
             f"extern \"C\" __global__ void k_vec(Head h) {{ contig<{self.vec}>(h); }}\n"
             "extern \"C\" __global__ void k_one(Head h) { contig<1>(h); }\n")
+        small = (
+            "template<int V> DI void contig32(const Head& h) {\n"
+            "  const unsigned n = (unsigned)h.n_;\n"
+            "  const unsigned base = (blockIdx.x * blockDim.x + threadIdx.x) * V;\n"
+            "  if (base + V <= n) {\n" + packs +
+            f"    Pack<{outs}, V> o;\n"
+            "    #pragma unroll\n"
+            "    for (int k = 0; k < V; ++k) o.v[k] = "
+            + call({i: f"x{i}.v[k]" for i in self.tensor_ops}) + ";\n"
+            f"    *(Pack<{outs}, V>*)(h.o_ + base) = o;\n"
+            "    return;\n"
+            "  }\n"
+            "  #pragma unroll\n"
+            "  for (int k = 0; k < V; ++k) {\n"
+            "    const unsigned t = base + k;\n"
+            "    if (t < n) h.o_[t] = " + call({i: f"h.p{i}_[t]" for i in self.tensor_ops})
+            + ";\n  }\n}\n"
+            f"extern \"C\" __global__ void __launch_bounds__({_BLOCK32}) k_vec32(Head h) "
+            f"{{ contig32<{self.vec}>(h); }}\n"
+            f"extern \"C\" __global__ void __launch_bounds__({_BLOCK32}) k_one32(Head h) "
+            "{ contig32<1>(h); }\n")
         strided32 = (
             "extern \"C\" __global__ void k_s32(Head h, Meta32 m) {\n"
             f"  unsigned i0 = blockIdx.x * (blockDim.x * {_UNROLL}) + threadIdx.x;\n"
@@ -301,14 +328,14 @@ class _Plan:
             "  }\n}\n")
         pack = ("template<class T, int V> struct __align__(sizeof(T) * V) Pack "
                 "{ T v[V]; };\n")
-        return (f"// {k.name}\n" + PRELUDE + pack + head + meta + fn + contig + strided32
-                + strided64)
+        return (f"// {k.name}\n" + PRELUDE + pack + head + meta + fn + contig + small
+                + strided32 + strided64)
 
-    def function_handles(self, device: int) -> tuple[int, int, int, int]:
+    def function_handles(self, device: int) -> tuple[int, ...]:
         fns = self.functions.get(device)
         if fns is None:
-            fns = tuple(_nvrtc.get_function(self.source, name, device)
-                        for name in ("k_vec", "k_one", "k_s32", "k_s64"))
+            fns = load_functions(self.source, ("k_vec", "k_one", "k_s32", "k_s64", "k_vec32",
+                                               "k_one32"), device)
             self.functions[device] = fns
         return fns
 
@@ -324,6 +351,20 @@ class _Plan:
             bufs = (head, meta, ctypes.addressof(one), ctypes.addressof(two), one, two)
             self.buffers[tid] = bufs
         return bufs
+
+
+def load_functions(source: str, names: Sequence[str], device: int) -> tuple[int, ...]:
+    """Handles of the kernels ``names`` of ``source`` on ``device``.
+
+    A kernel first used inside a graph capture is loaded then: loading (the module and,
+    with the driver's lazy loading, each function) runs in the relaxed capture mode,
+    so that it neither is captured nor invalidates a capture in the global mode.
+    """
+    old = _driver.exchange_capture_mode("relaxed")
+    try:
+        return tuple(_nvrtc.get_function(source, name, device) for name in names)
+    finally:
+        _driver.exchange_capture_mode(old)
 
 
 def compile_check(expr: str, sig: Sequence[D.dtype | None], compute: Sequence[D.dtype],
@@ -452,7 +493,10 @@ class Elementwise:
                         break
             else:
                 vec = 1
-            if vec > 1:
+            if n < _SMALL_INDEX:  # one thread per vector, 32-bit offsets, no loop
+                _driver.launch_1d(index, fns[4] if vec > 1 else fns[5],
+                                  -(-n // (vec * _BLOCK32)), _BLOCK32, bufs[2], stream)
+            elif vec > 1:
                 _driver.launch_1d(index, fns[0], min(-(-(n // vec) // _BLOCK), 1 << 30), _BLOCK,
                                   bufs[2], stream)
             else:

@@ -7,8 +7,12 @@ contiguous output, so every element depends only on (seed, offset, its index), n
 on the launch shape, and the same state gives the same values as the CPU generator.
 
 Before a launch the generator reserves the blocks the call consumes with
-``philox_cuda_state(blocks)`` (torch's name): the offset advances by that count rounded
-up to a multiple of 4, as torch's CUDA generator reserves its offsets.
+``philox_launch_args(blocks)`` (torch's ``philox_cuda_state``): the offset advances by
+that count rounded up to a multiple of 4, as torch's CUDA generator reserves its
+offsets. A launch captured in a CUDA graph gets, instead of the values, the addresses
+of its generator state's device seed and offset plus its offset within the graph
+(``refimpl.cuda.random``): ``philox_params`` reads them, so each replay draws anew.
+Outside capture the addresses are null and the kernel uses the values it was given.
 
 Element recipes (the CPU generator's, so values agree across devices):
 
@@ -30,7 +34,8 @@ import math
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.cuda import _driver, _kernels, _nvrtc, _tensor_ops, streams
+from refimpl.cuda import _driver, _kernels, _tensor_ops, streams
+from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
@@ -58,7 +63,12 @@ __device__ __forceinline__ double u53(unsigned int a, unsigned int b) {
   return (double)bits * (1.0 / 9007199254740992.0); }
 struct Params {
   long long n; unsigned long long seed; unsigned long long offset;
-  double a; double b; long long lo; unsigned long long span; const double* probs; };
+  double a; double b; long long lo; unsigned long long span; const double* probs;
+  const unsigned long long* seed_ptr; const unsigned long long* offset_ptr; };
+// a launch captured in a graph reads its seed and base offset from device memory
+__device__ __forceinline__ Params philox_params(Params p) {
+  if (p.seed_ptr) { p.seed = *p.seed_ptr; p.offset += *p.offset_ptr; }
+  return p; }
 #define BLOCK_LOOP(q, nb) for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
   q < (nb); q += (long long)gridDim.x * blockDim.x)
 """
@@ -68,7 +78,8 @@ class _Params(ctypes.Structure):
     _fields_ = [("n", ctypes.c_longlong), ("seed", ctypes.c_ulonglong),
                 ("offset", ctypes.c_ulonglong), ("a", ctypes.c_double),
                 ("b", ctypes.c_double), ("lo", ctypes.c_longlong),
-                ("span", ctypes.c_ulonglong), ("probs", ctypes.c_uint64)]
+                ("span", ctypes.c_ulonglong), ("probs", ctypes.c_uint64),
+                ("seed_ptr", ctypes.c_uint64), ("offset_ptr", ctypes.c_uint64)]
 
 
 def _ctype(name: str) -> str:
@@ -174,7 +185,8 @@ def _source(dist: str, name: str) -> str:
     if src is None:
         E = _per_block(dist, name)
         src = _kernels._PRELUDE + _PHILOX + (
-            f"extern \"C\" __global__ void draw({_ctype(name)}* out, Params p) {{\n"
+            f"extern \"C\" __global__ void draw({_ctype(name)}* out, Params pin) {{\n"
+            "  const Params p = philox_params(pin);\n"
             f"  long long nb = (p.n + {E - 1}) / {E};\n"
             "  BLOCK_LOOP(q, nb) {\n"
             "      unsigned int w[4]; philox(p.offset + (unsigned long long)q, p.seed, w);\n"
@@ -182,6 +194,17 @@ def _source(dist: str, name: str) -> str:
             "  }\n}\n")
         _sources[key] = src
     return src
+
+
+_functions: dict[tuple[str, str, int], int] = {}
+
+
+def _function(source: str, kernel: str, idx: int) -> int:
+    """A kernel's handle, loaded once per device (capture-safe, see ``load_functions``)."""
+    fn = _functions.get((source, kernel, idx))
+    if fn is None:
+        fn = _functions[(source, kernel, idx)] = load_functions(source, (kernel,), idx)[0]
+    return fn
 
 
 def _launch(fn: int, idx: int, threads: int, args: list) -> None:
@@ -209,11 +232,11 @@ def draw(out: Tensor, dist: str, gen, *, a: float = 0.0, b: float = 1.0, lo: int
     name = out.dtype.name
     E = _per_block(dist, name)
     blocks = -(-n // E)
-    seed, offset = gen.philox_cuda_state(blocks)
+    seed, offset, seed_ptr, offset_ptr = gen.philox_launch_args(blocks)
     ptr, idx = _where(out)
-    fn = _nvrtc.get_function(_source(dist, name), "draw", idx)
+    fn = _function(_source(dist, name), "draw", idx)
     params = _Params(n, seed, offset, float(a), float(b), int(lo), int(span) % (1 << 64),
-                     _where(probs)[0] if probs is not None else 0)
+                     _where(probs)[0] if probs is not None else 0, seed_ptr, offset_ptr)
     _launch(fn, idx, blocks, [ctypes.c_uint64(ptr), params])
     return out
 
@@ -222,7 +245,8 @@ def draw(out: Tensor, dist: str, gen, *, a: float = 0.0, b: float = 1.0, lo: int
 
 _PERM = _kernels._PRELUDE + _PHILOX + r"""
 extern "C" __global__ void perm_init(unsigned long long* keys, long long* idx, long long N,
-                                     Params p) {
+                                     Params pin) {
+  const Params p = philox_params(pin);
   BLOCK_LOOP(i, N) {
     unsigned long long k = 0xFFFFFFFFFFFFFFFFull;
     if (i < p.n) {
@@ -261,13 +285,13 @@ def randperm(out: Tensor, gen) -> Tensor:
     N = 1 << max(n - 1, 1).bit_length()
     keys = Tensor._empty((N,), D.int64, out._storage.device)
     order = Tensor._empty((N,), D.int64, out._storage.device)
-    seed, offset = gen.philox_cuda_state(-(-n // 2))
-    params = _Params(n, seed, offset, 0.0, 0.0, 0, 1, 0)
+    seed, offset, seed_ptr, offset_ptr = gen.philox_launch_args(-(-n // 2))
+    params = _Params(n, seed, offset, 0.0, 0.0, 0, 1, 0, seed_ptr, offset_ptr)
     kptr, iptr = _where(keys)[0], _where(order)[0]
-    init = _nvrtc.get_function(_PERM, "perm_init", idx_dev)
+    init = _function(_PERM, "perm_init", idx_dev)
     _launch(init, idx_dev, N, [ctypes.c_uint64(kptr), ctypes.c_uint64(iptr),
                                ctypes.c_longlong(N), params])
-    step = _nvrtc.get_function(_PERM, "bitonic_step", idx_dev)
+    step = _function(_PERM, "bitonic_step", idx_dev)
     size = 2
     while size <= N:
         stride = size // 2
@@ -309,7 +333,8 @@ __device__ bool row_total(const double* w, long long cats, double* total) {
   *total = s; return true;
 }
 extern "C" __global__ void with_replacement(double* weights, long long* out, long long rows,
-    long long cats, long long ns, int* bad, Params p) {
+    long long cats, long long ns, int* bad, Params pin) {
+  const Params p = philox_params(pin);
   BLOCK_LOOP(e, rows * ns) {
     long long r = e / ns; const double* w = weights + r * cats; double total;
     if (!row_total(w, cats, &total)) { bad[0] = 1; continue; }
@@ -318,7 +343,8 @@ extern "C" __global__ void with_replacement(double* weights, long long* out, lon
   }
 }
 extern "C" __global__ void without_replacement(double* weights, long long* out, long long rows,
-    long long cats, long long ns, int* bad, Params p) {
+    long long cats, long long ns, int* bad, Params pin) {
+  const Params p = philox_params(pin);
   BLOCK_LOOP(r, rows) {
     double* w = weights + r * cats; double total;
     if (!row_total(w, cats, &total)) { bad[0] = 1; continue; }
@@ -352,10 +378,10 @@ def multinomial(out: Tensor, probs: Tensor, num_samples: int, replacement: bool,
     _tensor_ops.copy_(weights, probs)
     flags = Tensor._empty((3,), D.int32, out._storage.device)
     _tensor_ops.fill_(flags, 0)
-    seed, offset = gen.philox_cuda_state(-(-(rows * num_samples) // 2))
-    params = _Params(rows * num_samples, seed, offset, 0.0, 0.0, 0, 1, 0)
+    seed, offset, seed_ptr, offset_ptr = gen.philox_launch_args(-(-(rows * num_samples) // 2))
+    params = _Params(rows * num_samples, seed, offset, 0.0, 0.0, 0, 1, 0, seed_ptr, offset_ptr)
     kernel = "with_replacement" if replacement else "without_replacement"
-    fn = _nvrtc.get_function(_MULTINOMIAL, kernel, idx)
+    fn = _function(_MULTINOMIAL, kernel, idx)
     _launch(fn, idx, rows * num_samples if replacement else rows,
             [ctypes.c_uint64(_where(weights)[0]), ctypes.c_uint64(ptr),
              ctypes.c_longlong(rows), ctypes.c_longlong(cats),

@@ -22,9 +22,15 @@ makes capture-unsafe calls fail in every thread, ``"thread_local"`` only in this
 ``.item()``, a copy to the host) fails with the driver's "operation not permitted
 when stream is capturing" and invalidates the capture.
 
+Random numbers (``refimpl.cuda.random``): a graph draws from the generator states
+registered with it (``register_generator_state``; the capturing device's default
+generator always). ``capture_begin`` points their draws at device memory and counts
+the offsets the graph consumes; ``replay`` writes each state's current seed and offset
+there first and advances the offset, so each replay draws what the same calls made
+eagerly would draw, and consecutive replays draw different numbers.
+
 ``make_graphed_callables`` (in ``_graphed_callables``) captures a callable's forward
-and backward. Not here yet: graph-safe random numbers (``register_generator_state``
-raises NotImplementedError).
+and backward.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import gc
 import warnings
 from typing import Any
 
-from refimpl.cuda import _allocator, _driver, streams
+from refimpl.cuda import _allocator, _driver, random, streams
 from refimpl.cuda._allocator_pools import new_pool_id
 from refimpl.cuda._graphed_callables import make_graphed_callables
 from refimpl.cuda._lazy import _lazy_init, is_initialized
@@ -88,6 +94,8 @@ class CUDAGraph:
         self._capture_id = 0
         self._capturing = False
         self._debug = False
+        # generator state -> the offsets one replay consumes (counted at capture)
+        self._generator_states: dict[random.CUDAGeneratorState, int] = {}
 
     # -- capture ---------------------------------------------------------------------
 
@@ -110,8 +118,13 @@ class CUDAGraph:
         stream = streams.current_stream()
         if stream.cuda_stream == 0:
             raise RuntimeError(_NON_DEFAULT_STREAM)
-        pool_id = tuple(pool) if pool is not None and any(pool) else new_pool_id(False)
         device = stream.device_index
+        # before the capture starts (and outside its pool): the default generator
+        # takes part in every graph; each state's device seed and offset are written
+        self._register_state(random.default_generator(device)._state)
+        for state in self._generator_states:
+            state.capture_prologue()
+        pool_id = tuple(pool) if pool is not None and any(pool) else new_pool_id(False)
         allocator = _allocator.get_device_allocator(device)
 
         def in_this_capture(s: int) -> bool:
@@ -125,6 +138,7 @@ class CUDAGraph:
         except BaseException:
             allocator.end_allocate_to_pool(pool_id)
             allocator.release_pool(pool_id)
+            self._end_generator_capture()
             raise
         self._capture_id = _driver.stream_capture_info(device, stream.cuda_stream)[1]
         self._pool_id, self._device, self._capture_stream = pool_id, device, stream
@@ -145,8 +159,10 @@ class CUDAGraph:
             # an invalidated capture leaves no graph: stop routing and drop the pool
             allocator.end_allocate_to_pool(self._pool_id)
             allocator.release_pool(self._pool_id)
+            self._end_generator_capture()
             raise
         allocator.end_allocate_to_pool(self._pool_id)
+        self._end_generator_capture()
         if not graph:
             allocator.release_pool(self._pool_id)
             raise RuntimeError("Invalid capture.")
@@ -164,6 +180,8 @@ class CUDAGraph:
         """Launch the captured work on the current stream."""
         if not self._exec:
             raise RuntimeError("Called CUDAGraph::replay without a preceding successful capture.")
+        for state, increment in self._generator_states.items():
+            state.replay_prologue(increment)
         stream = streams.current_stream(self._device)
         _driver.graph_launch(self._device, self._exec, stream.cuda_stream)
 
@@ -197,16 +215,45 @@ class CUDAGraph:
             raise RuntimeError("Called CUDAGraph::debug_dump without a preceding capture.")
         _driver.graph_debug_dot_print(self._graph, str(debug_path))
 
-    def register_generator_state(self, state: Any) -> None:
-        """Graph-safe random numbers are not implemented yet."""
-        raise NotImplementedError(
-            "refimpl's CUDA graphs do not implement graph-safe random number generator "
-            "states (register_generator_state) yet")
+    def register_generator_state(self, generator: Any) -> None:
+        """Make this graph draw from ``generator``'s state (a CUDA generator, e.g. from
+        ``graphsafe_get_state()`` or ``clone_state()``): replays advance that state."""
+        state = getattr(generator, "_state", None)
+        if not isinstance(state, random.CUDAGeneratorState):
+            raise RuntimeError("Expected a CUDA Generator")  # noqa: TRY004 (torch's type)
+        self._register_state(state)
+
+    def _register_state(self, state: random.CUDAGeneratorState) -> None:
+        self._generator_states[state] = 0
+        state.register_graph(self)
+
+    def _end_generator_capture(self) -> None:
+        # Also after a failed capture: torch 2.11 leaves its states capturing then (its
+        # epilogue follows a successful instantiation only), so that every later draw
+        # of the process fails until a capture succeeds; refimpl does not copy that.
+        for state in self._generator_states:
+            if state.capturing:
+                self._generator_states[state] = state.capture_epilogue()
 
     def __del__(self) -> None:
         # the driver may already be gone at interpreter exit: nothing to release then
         with contextlib.suppress(Exception):
+            for state in self._generator_states:
+                state.unregister_graph(self)
+            self._generator_states.clear()
+        if not (self._graph or self._exec):
+            return
+        # the garbage collector may run while another graph is being captured: the
+        # driver calls of the destruction run in the relaxed capture mode, so that
+        # they cannot invalidate that capture
+        old = None
+        with contextlib.suppress(Exception):
+            old = _driver.exchange_capture_mode("relaxed")
+        with contextlib.suppress(Exception):
             self.reset()
+        if old is not None:
+            with contextlib.suppress(Exception):
+                _driver.exchange_capture_mode(old)
 
 
 class graph:
