@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import gc
 import time
 import traceback
 import warnings
@@ -177,6 +178,10 @@ def run_case(
         return Result(case.id, SKIPPED, 0.0, reason)
     failures: list[str] = []
     ctx = None
+    if case.requires.cuda:
+        # objects an earlier case left to the garbage collector (CUDA graphs, streams)
+        # must not be destroyed in the middle of this case (a capture, a memory delta)
+        gc.collect()
     try:
         with time_limit(timeout):
             ns, np_ns, failures = _namespace(case, adapter)
