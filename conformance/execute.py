@@ -9,9 +9,9 @@ allocator, RNG state) is shared by the cases that one worker runs.
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
-import gc
 import time
 import traceback
 import warnings
