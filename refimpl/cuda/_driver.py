@@ -530,9 +530,14 @@ def module_load(ordinal: int, image: bytes) -> int:
 
 
 def module_function(module: int, name: str) -> int:
-    """A kernel handle by its (extern "C") name."""
+    """A kernel handle by its (extern "C") name (looked up in the relaxed capture mode,
+    like the load, so a first use inside a capture is allowed)."""
     d = _load("driver")
-    return int(_call("cuModuleGetFunction", d.CUmodule(module), name.encode()))
+    old = _call("cuThreadExchangeStreamCaptureMode", d.CUstreamCaptureMode(2))
+    try:
+        return int(_call("cuModuleGetFunction", d.CUmodule(module), name.encode()))
+    finally:
+        _call("cuThreadExchangeStreamCaptureMode", old)
 
 
 def launch(ordinal: int, function: int, grid: tuple[int, int, int],
