@@ -130,3 +130,33 @@ def _set_neg(tensor, neg: bool) -> None:
 
 
 __all__ += ["_set_conj", "_set_neg"]
+
+
+def _stash_obj_in_tls(key: str, obj) -> None:
+    """Keep ``obj`` in this thread's state under ``key``; the autograd engine's device
+    threads see the same object while they run this thread's backward."""
+    from refimpl._state import STATE
+
+    STATE.stash[key] = obj
+
+
+def _is_key_in_tls(key: str) -> bool:
+    """Whether this thread's state holds an object stashed under ``key``."""
+    from refimpl._state import STATE
+
+    return key in STATE.stash
+
+
+def _get_obj_in_tls(key: str):
+    """The object stashed under ``key`` in this thread's state (torch's error if none)."""
+    from refimpl._state import STATE
+
+    if key not in STATE.stash:
+        raise RuntimeError(
+            "Expected py_objects.obj_dict_.count(key) to be true, but got false.  (Could this "
+            "error message be improved?  If so, please report an enhancement request to "
+            "PyTorch.)")
+    return STATE.stash[key]
+
+
+__all__ += ["_get_obj_in_tls", "_is_key_in_tls", "_stash_obj_in_tls"]

@@ -14,6 +14,9 @@ class _ThreadState(threading.local):
         self.grad_enabled = True
         self.inference_mode = False
         self.fw_grad_enabled = True
+        # objects stashed with _C._stash_obj_in_tls: this thread's, and carried by
+        # reference into the autograd engine's device threads
+        self.stash: dict = {}
 
 
 STATE = _ThreadState()

@@ -104,7 +104,7 @@ class _Job:
         self.args = args
         self.state = (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled,
                       list(HOOKS.stack), HOOKS.disabled_message, list(engine._LOCAL.tasks),
-                      engine._LOCAL.depth)
+                      engine._LOCAL.depth, STATE.stash)
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -117,9 +117,10 @@ class _Job:
 
         local = engine._LOCAL
         saved = (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled,
-                 list(HOOKS.stack), HOOKS.disabled_message, local.tasks, local.depth)
+                 list(HOOKS.stack), HOOKS.disabled_message, local.tasks, local.depth,
+                 STATE.stash)
         (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled, stack,
-         HOOKS.disabled_message, local.tasks, local.depth) = self.state
+         HOOKS.disabled_message, local.tasks, local.depth, STATE.stash) = self.state
         HOOKS.stack[:] = stack
         try:
             self.result = self.fn(*self.args)
@@ -128,7 +129,7 @@ class _Job:
         finally:
             self.fn = self.args = None  # the node and its gradients go with the caller
             (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled, stack,
-             HOOKS.disabled_message, local.tasks, local.depth) = saved
+             HOOKS.disabled_message, local.tasks, local.depth, STATE.stash) = saved
             HOOKS.stack[:] = stack
             self.done.set()
             notify(self.waiter)
