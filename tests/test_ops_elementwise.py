@@ -98,7 +98,7 @@ def to_numpy(x):
         if x.dtype == torch.bfloat16:
             x = x.float()
         return x.detach().numpy()
-    arr = np.array(x._np)
+    arr = np.array(x.resolve_conj().resolve_neg()._np)
     return arr.astype(np.float32) if arr.dtype == ml_dtypes.bfloat16 else arr
 
 

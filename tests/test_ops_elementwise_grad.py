@@ -227,7 +227,7 @@ def test_complex_double_backward():
             second = lib.autograd.grad((gz * (0.5 - 1j)).real.sum() + (gw * 2j).real.sum(),
                                        (z, w))
             results.append([np.asarray(g.detach().resolve_conj().numpy() if lib is torch
-                                       else g.detach()._np) for g in second])
+                                       else g.detach().resolve_conj()._np) for g in second])
         for r, o in zip(results[1], results[0]):
             np.testing.assert_allclose(r, o, rtol=1e-9, atol=1e-12)
 
