@@ -144,3 +144,9 @@ def __getattr__(name: str):
 
         return importlib.import_module(f"refimpl.{name}")
     raise AttributeError(f"module 'refimpl' has no attribute '{name}'")
+
+
+# Automatic mixed precision: refimpl.autocast, refimpl.amp, refimpl.cpu.amp (spec AUTOCAST).
+from refimpl import amp, cpu
+from refimpl.amp import autocast
+from refimpl.amp._functions import *

@@ -1,10 +1,13 @@
 """The dispatcher: the one place where the layers of an op call are ordered.
 
     dispatch(op, args, kwargs)
+      0. autocast          (refimpl._autocast: casts listed ops' inputs, then the rest;
+                            first, as torch's Autocast keys precede Autograd, so that
+                            autograd records the casts; skipped when no autocast is on)
       1. python modes      (fake tensor mode, user dispatch modes)   _modes
       2. out= handling     (compute, then write into ``out``)
       3. autograd          (records a graph node; refimpl.autograd._record)
-      4. autocast          (refimpl.autocast; identity when disabled)
+      4. (below autograd: the fake-tensor layer when fake tensors are in use)
       5. the device kernel (cpu: numpy, cuda: refimpl.cuda kernels, meta: meta fn)
 
 Each layer hands the call to the next through ``redispatch``-style functions below, so
@@ -17,6 +20,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl import _math_views
+from refimpl._autocast import AUTOCAST
 from refimpl._device import CPU, device, resolve
 from refimpl._state import FW, STATE
 from refimpl._tensor import Tensor
@@ -53,6 +57,13 @@ def tensors_in(args, kwargs=None) -> list:
 
 def dispatch(op: OpDef, args: tuple, kwargs: dict):
     """Run ``op`` through the layers in order (see the module docstring)."""
+    if AUTOCAST.active and op.name in AUTOCAST.ops:
+        return AUTOCAST.layer(op, args, kwargs)
+    return below_autocast(op, args, kwargs)
+
+
+def below_autocast(op: OpDef, args: tuple, kwargs: dict):
+    """Layers 1 to 5: everything below autocast."""
     if MODE_STACK:
         mode = MODE_STACK.pop()
         try:
@@ -114,7 +125,7 @@ def _recorder():
 
 
 def below_autograd(op: OpDef, args: tuple, kwargs: dict):
-    """Layers 4 and 5: autocast, then the kernel of the inputs' device (or the fake layer)."""
+    """Layers 4 and 5: the kernel of the inputs' device (or the fake layer)."""
     if FAKE_LAYER is not None:
         return FAKE_LAYER(op, args, kwargs)
     return kernel_layer(op, args, kwargs)

@@ -76,6 +76,26 @@ def _is_checkpoint_valid() -> bool:
     return task is None or task.needed is None
 
 
+def _autocast_state(args) -> list:
+    """The autocast settings (enabled, dtype, cache) of the inputs' device type and of the
+    CPU at forward time: recomputation runs under them, as torch's checkpoint does."""
+    from refimpl import _autocast as ac
+
+    dev = next((a.device.type for a in args if _is_tensor(a) and a.device.type != "cpu"),
+               "cuda")
+    return [(d, ac.is_enabled(d), ac.get_dtype(d), ac.AUTOCAST.cache_enabled)
+            for d in dict.fromkeys((dev, "cpu")) if d in ("cuda", "cpu")]
+
+
+def _recompute_autocast(state: list) -> contextlib.ExitStack:
+    from refimpl.amp import autocast
+
+    stack = contextlib.ExitStack()
+    for dev, enabled, dtype, cache in state:
+        stack.enter_context(autocast(dev, dtype=dtype, enabled=enabled, cache_enabled=cache))
+    return stack
+
+
 class CheckpointFunction(Function):
     """The custom Function of reentrant checkpoint."""
 
@@ -85,6 +105,7 @@ class CheckpointFunction(Function):
         ctx.inputs = [None if _is_tensor(a) else a for a in args]
         ctx.tensor_indices = [i for i, a in enumerate(args) if _is_tensor(a)]
         ctx.save_for_backward(*[a for a in args if _is_tensor(a)])
+        ctx.autocast_state = _autocast_state(args)
         return run_function(*args)
 
     @staticmethod
@@ -105,7 +126,8 @@ class CheckpointFunction(Function):
         prev = STATE.grad_enabled
         STATE.grad_enabled = True
         try:
-            outputs = ctx.run_function(*detached)
+            with _recompute_autocast(ctx.autocast_state):
+                outputs = ctx.run_function(*detached)
         finally:
             STATE.grad_enabled = prev
         if _is_tensor(outputs):
@@ -249,9 +271,10 @@ def _checkpoint_hooks(frame) -> saved_tensors_hooks:
 
 def _checkpoint_without_reentrant(function, context_fn, early_stop, args, kwargs):
     forward_context, recompute_context = context_fn()
+    autocast_state = _autocast_state(args)
 
     def recompute_fn(*inputs):
-        with recompute_context:
+        with recompute_context, _recompute_autocast(autocast_state):
             function(*inputs, **kwargs)
 
     frame = _Frame(recompute_fn,

@@ -544,15 +544,18 @@ def _execute(task: GraphTask, root: GraphNode) -> None:
 
 def _execute_in_new_thread(task: GraphTask, root: GraphNode) -> None:
     """Run a deeply nested (reentrant) task on a fresh thread and stack."""
+    from refimpl import _autocast
     from refimpl.autograd.graph_hooks import HOOKS
 
     state = (STATE.grad_enabled, STATE.inference_mode, list(HOOKS.stack),
              HOOKS.disabled_message, list(_LOCAL.tasks))
+    autocast_state = _autocast.snapshot()  # backward runs under the caller's autocast state
     error: list = []
     done = threading.Event()
     waiter = _device_threads.current_worker()
 
     def work() -> None:
+        _autocast.restore(autocast_state)
         STATE.grad_enabled, STATE.inference_mode = state[0], state[1]
         HOOKS.stack[:] = state[2]
         HOOKS.disabled_message = state[3]

@@ -211,3 +211,6 @@ __all__ += [n for n in _memory.__all__ if not n.endswith("_hook") and n not in _
 __all__ += [n for n in sorted(_TYPED)]
 __all__ += ["clock_rate", "device_memory_used", "list_gpu_processes", "memory_usage",
             "power_draw", "temperature", "utilization"]
+
+# torch.cuda.amp's deprecated autocast spellings (refimpl.amp is the current API).
+from refimpl.cuda import amp

@@ -6,6 +6,7 @@ for free: a fake ``cross_entropy`` runs the meta functions of the ops it is made
 
 from __future__ import annotations
 
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 
 
@@ -40,6 +41,7 @@ def _class_weights(weight: Tensor | None, target: Tensor, like: Tensor) -> Tenso
     return weight[target.flatten()].reshape(target.shape)
 
 
+@composite("nll_loss")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of the target classes (``input`` holds log-probabilities)."""
@@ -57,6 +59,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+@composite("cross_entropy_loss")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average=None, ignore_index: int = -100, reduce=None,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:

@@ -20,6 +20,7 @@ import string
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
 from refimpl.ops._helpers import np_result, sum_to, to_np
 from refimpl.ops._registry import TensorSpec, defop
@@ -315,6 +316,7 @@ def einsum(equation: str, *operands) -> Tensor:
     return _einsum(equation, *operands)
 
 
+@composite("tensordot")
 def tensordot(a: Tensor, b: Tensor, dims=2, out: Tensor | None = None) -> Tensor:
     """Contract the last ``dims`` dims of ``a`` with the first ``dims`` of ``b``, or the
     dims listed in ``dims = (dims_a, dims_b)`` (TENSOR-307)."""

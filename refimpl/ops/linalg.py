@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops._helpers import broadcast_shapes, np_result, sum_to, to_np
 from refimpl.ops._registry import TensorSpec, defop
@@ -471,6 +472,7 @@ baddbmm = defop("baddbmm", meta=_baddbmm_meta, cpu=_baddbmm_cpu, cuda=_baddbmm_c
                 backward=_baddbmm_backward, jvp=_fused_jvp("bmm"), extra=_FUSED)
 
 
+@composite("addbmm")
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (composite: bmm, sum, add)."""
     _check_bmm(batch1, batch2)
@@ -489,6 +491,7 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
 
 # -- matmul ------------------------------------------------------------------------------
 
+@composite("matmul")
 def matmul(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:
     """The matrix product with numpy's broadcasting rules (TENSOR-307): 1-D operands are
     promoted to a row (left) or a column (right) that is removed afterwards; batch dims

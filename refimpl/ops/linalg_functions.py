@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops._helpers import broadcast_shapes, np_result, sum_to, to_np
 from refimpl.ops._registry import TensorSpec, defop
@@ -182,6 +183,7 @@ linalg_cross = defop(
     extra={"method": False, **_CROSS})
 
 
+@composite("cross")
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """The 3-vector cross product along ``dim``; without ``dim``, the first dim of size 3
     (deprecated in torch, with its warning)."""

@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops._helpers import np_result, to_np
 from refimpl.ops._registry import TensorSpec, defop
@@ -354,6 +355,7 @@ linalg_vector_norm = defop("linalg_vector_norm", meta=_vn_meta, cpu=_vn_cpu, cud
                            extra={"method": False})
 
 
+@composite("norm")
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, out=None,
          dtype=None) -> Tensor:
     """The vector p-norm over ``dim`` (all elements by default). ``p`` is a number
@@ -376,6 +378,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, out=None,
     return linalg_vector_norm(input, p, dim, keepdim, **kwargs)
 
 
+@composite("dist")
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     """The p-norm of ``input - other`` (broadcast)."""
     for x in (input, other):

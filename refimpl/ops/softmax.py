@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops._helpers import np_result, to_np
 from refimpl.ops._registry import TensorSpec, defop
@@ -104,12 +105,14 @@ def _converted(input: Tensor, dtype) -> Tensor:
     return input if dtype is None else input.to(D.dtype_from_any(dtype))
 
 
+@composite("softmax")
 def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """Softmax over ``dim``: non-negative values summing to 1 along it; ``dtype``
     converts the input first."""
     return _softmax(_converted(input, dtype), dim)
 
 
+@composite("log_softmax")
 def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """``log(softmax(input, dim))`` computed stably; ``dtype`` converts the input
     first."""
