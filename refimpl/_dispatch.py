@@ -8,7 +8,10 @@
       2. out= handling     (compute, then write into ``out``)
       3. autograd          (records a graph node; refimpl.autograd._record)
       4. (below autograd: the fake-tensor layer when fake tensors are in use)
-      5. the device kernel (cpu: numpy, cuda: refimpl.cuda kernels, meta: meta fn)
+      5. the device kernel (cpu: numpy, cuda: refimpl.cuda kernels, meta: meta fn);
+         inputs carrying a conjugate or negative bit are resolved first
+         (refimpl._math_views), and fresh outputs get the layout the op's ``layout``
+         rule gives (refimpl._memory_format)
 
 Each layer hands the call to the next through ``redispatch``-style functions below, so
 a layer that wants "the op without me" calls the next layer directly.

@@ -143,7 +143,7 @@ def multigammaln(input: Tensor, p: int, *, out: Tensor | None = None) -> Tensor:
     return _done(total, out)
 
 
-def round(input: Tensor, *, decimals: int = 0, out: Tensor | None = None) -> Tensor:  # noqa: A001
+def round(input: Tensor, *, decimals: int = 0, out: Tensor | None = None) -> Tensor:
     """Round half to even (at ``decimals`` places)."""
     return _done(_u.round(input, decimals=decimals), out)
 
