@@ -95,6 +95,9 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
     return action
 
 
+_warned_clears = False  # the cycle warning is given once per process, as torch's
+
+
 def _record_always(_: int) -> ProfilerAction:
     return ProfilerAction.RECORD
 
@@ -179,6 +182,13 @@ class profile:
     # -- the session of one cycle -------------------------------------------------------
 
     def _prepare(self) -> None:
+        global _warned_clears
+        if self.profiler is not None and not self.acc_events and not _warned_clears:
+            _warned_clears = True
+            warnings.warn(
+                "Warning: Profiler clears events at the end of each cycle. Only events from "
+                "the current cycle will be reported. To keep events across cycles, set "
+                "acc_events=True.", stacklevel=3)
         if self.profiler is None or not self.acc_events:
             self.profiler = _session(
                 use_device=self.use_device, record_shapes=self.record_shapes,

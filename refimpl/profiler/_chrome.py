@@ -55,8 +55,9 @@ def trace_events(events: list[FunctionEvent], memory: list[dict] | None = None) 
                 item["args"]["Input Dims"] = event.input_shapes
         else:
             item["pid"], item["tid"] = event.device_index, event.thread
-            item["args"].update(device=event.device_index, stream=event.thread,
-                                correlation=event.id)
+            item["args"].update({"External id": getattr(event, "external_id", event.id),
+                                 "device": event.device_index, "stream": event.thread,
+                                 "correlation": event.id})
             devices.setdefault(event.device_index, set()).add(event.thread)
         out.append(item)
     for event in events:

@@ -6,11 +6,12 @@ launch a timing event is recorded on the launch's stream, after it a second one;
 launch itself is a CPU range named ``cuLaunchKernel`` inside the op that made it.
 
 When the profile stops, each device is synchronised and every kernel's start and end
-are read as the elapsed time from a reference event recorded (on an idle device) when
-the profile started, so kernel times sit on the same clock as the CPU ranges. Kernels
-launched by libraries (cuBLAS) do not go through the driver layer and are not seen.
-A kernel belongs to the innermost range open at its launch (the op), whose device time
-it counts in, as torch links a kernel to its op by correlation id.
+are read as the elapsed time from a reference event, recorded on the idle device just
+before the profile's first launch there, so kernel times sit on the same clock as the
+CPU ranges. Kernels launched by libraries (cuBLAS) do not go through the driver layer
+and are not seen, nor are launches into a CUDA graph capture (they run at replay). A
+kernel belongs to the innermost range open at its launch (the op), whose device time it
+counts in, as torch links a kernel to its op by correlation id.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class KernelLaunch:
         "end_us",
         "function",
         "owner",
+        "runtime",
         "start_event",
         "start_us",
         "stream",
@@ -51,6 +53,7 @@ class KernelLaunch:
         self.correlation = correlation
         self.start_us = 0.0
         self.end_us = 0.0
+        self.runtime: Any = None  # the cuLaunchKernel range of the launch
 
 
 class _Observer:
@@ -78,6 +81,8 @@ class _Observer:
             return
         function, stream = int(function), int(stream)  # handles may come as driver objects
         if before:
+            if _driver.stream_capture_info(device, stream)[0] != 0:
+                return  # a launch into a CUDA graph capture runs later, at replay: not timed
             self.reference(device)
             event = _driver.event_create(device, _EVENT_DEFAULT)
             _driver.event_record(device, event, stream)
@@ -86,6 +91,7 @@ class _Observer:
                                   len(collector.launches))
             runtime = collector.open("cuLaunchKernel")
             runtime.runtime = True
+            launch.runtime = runtime
             self.pending[collector.thread_id()] = (launch, runtime)
             return
         entry = self.pending.pop(collector.thread_id(), None)

@@ -220,6 +220,9 @@ def build_events(collector: _collect.Collector, use_device: str | None,
             owner = by_range.get(id(launch.owner)) if launch.owner is not None else None
             if owner is not None:
                 owner.append_kernel(name, launch.device, kernel.time_range.elapsed_us())
+            # for the trace: the op it belongs to and the launch call (a flow arrow)
+            kernel.external_id = owner.id if owner is not None else kernel.id
+            kernel.launch_event = by_range.get(id(launch.runtime))
             events.append(kernel)
     events._build_tree()
     return events
