@@ -26,12 +26,17 @@ import traceback
 import weakref
 from typing import Any
 
+from refimpl import _dispatch
+from refimpl._tensor import Tensor
+from refimpl.autograd.graph import _MAX_SEQUENCE
 from refimpl.profiler._names import profiler_name, schema_arity
 
 __all__ = ["Collector", "Range", "active"]
 
 _lock = threading.Lock()
 ACTIVE: Collector | None = None
+_NAMES: dict = {}  # op -> its event name (names are computed once per op)
+_now = time.perf_counter_ns
 
 
 def active() -> Collector | None:
@@ -78,8 +83,6 @@ class Range:
 
 
 def _shape_of(arg: Any) -> list:
-    from refimpl._tensor import Tensor
-
     if isinstance(arg, Tensor):
         return list(arg._shape)
     return []
@@ -131,7 +134,10 @@ class Collector:
 
     def open(self, name: str, shapes: list | None = None, **fields: Any) -> Range:
         """Start a range on the calling thread."""
-        r = Range(name, time.perf_counter_ns(), self.thread_id(), **fields)
+        if fields:
+            r = Range(name, _now(), self.thread_id(), **fields)
+        else:
+            r = Range(name, _now(), self.thread_id())
         r.shapes = shapes
         if self.with_stack:
             r.stack = _python_stack()
@@ -150,7 +156,7 @@ class Collector:
         stack = self._stack()
         if r not in stack:
             return
-        now = time.perf_counter_ns()
+        now = _now()
         while stack:
             top = stack.pop()
             top.end_ns = now
@@ -182,28 +188,31 @@ class Collector:
 
     def __call__(self, op: Any, args: tuple, kwargs: dict) -> Any:
         """Record one op: open its range, run the dispatcher underneath, close it."""
-        from refimpl import _dispatch
-        from refimpl._tensor import Tensor
-
+        name = _NAMES.get(op)
+        if name is None:
+            name = _NAMES[op] = profiler_name(op.name)
         shapes = None
         if self.record_shapes:
             shapes = [_shape_of(a) for a in args] + [_shape_of(v) for v in kwargs.values()]
             shapes += [[]] * (schema_arity(op.name) - len(shapes))
-        r = self.open(profiler_name(op.name), shapes)
+        r = self.open(name, shapes)
         inputs = [a for a in args if isinstance(a, Tensor)]
         before = [a._gfn for a in inputs]
-        self._local.entering = op
+        local = self._local
+        local.entering = op
         try:
             out = _dispatch.dispatch(op, args, kwargs)
         finally:
-            self._local.entering = None
+            local.entering = None
             self.close(r)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         for o in outs:
-            if isinstance(o, Tensor) and o._gfn is not None and o._gfn not in before:
-                r.seq = _sequence_nr(o._gfn)
-                self._fwd_threads[o._gfn._seq] = r.thread
-                break
+            if isinstance(o, Tensor):
+                node = o._gfn
+                if node is not None and not any(node is b for b in before):
+                    r.seq = _sequence_nr(node)
+                    self._fwd_threads[node._seq] = r.thread
+                    break
         if self.profile_memory:
             self._count_new_storages(r, outs, inputs)
         return out
@@ -212,8 +221,6 @@ class Collector:
 
     def _count_new_storages(self, r: Range, outs: tuple, inputs: list) -> None:
         """Charge ``r`` (and its open parents) with the storages its outputs brought."""
-        from refimpl._tensor import Tensor
-
         seen = {id(t._storage) for t in inputs}
         for o in outs:
             if not isinstance(o, Tensor):
@@ -269,8 +276,6 @@ class Collector:
 
 
 def _sequence_nr(node: Any) -> int:
-    from refimpl.autograd.graph import _MAX_SEQUENCE
-
     seq = node._seq
     return -1 if seq >= _MAX_SEQUENCE else seq
 
@@ -295,7 +300,6 @@ def _python_stack() -> list[str]:
 def install(collector: Collector) -> None:
     """Make ``collector`` the active one and attach it to every hook point."""
     global ACTIVE
-    from refimpl import _dispatch
     from refimpl.profiler import _engine
 
     with _lock:
@@ -313,7 +317,6 @@ def install(collector: Collector) -> None:
 def uninstall(collector: Collector) -> None:
     """Detach ``collector`` from the hook points; it records nothing more."""
     global ACTIVE
-    from refimpl import _dispatch
     from refimpl.profiler import _engine
 
     with _lock:
