@@ -98,6 +98,9 @@ def main() -> None:
         results[lib] = {
             "median_ms": medians,
             "ratio_vs_off": {v: medians[v] / medians["off"] for v in medians if v != "off"},
+            # what profiling adds per op, session start/stop and event building included
+            "extra_us_per_op": {v: (medians[v] - medians["off"]) * 1e3 / OPS
+                                for v in medians if v != "off"},
         }
     refimpl_ratio = results["refimpl"]["ratio_vs_off"]["cpu"]
     report = {

@@ -106,7 +106,8 @@ class Collector:
         self._local = threading.local()
         self._threads: dict[int, int] = {}
         self._fwd_threads: dict[int, int] = {}
-        self._tracked: weakref.WeakSet = weakref.WeakSet()
+        # storages counted so far, by id: a weak reference whose callback records the free
+        self._watched: dict[int, weakref.ref] = {}
         # every allocation and free seen: (ns, bytes, device index or -1, thread id)
         self.memory: list[tuple[int, int, int, int]] = []
 
@@ -226,10 +227,10 @@ class Collector:
             if not isinstance(o, Tensor):
                 continue
             storage = o._storage
-            if id(storage) in seen or storage in self._tracked:
+            key = id(storage)
+            if key in seen or key in self._watched:
                 continue
-            seen.add(id(storage))
-            self._tracked.add(storage)
+            seen.add(key)
             dev = storage.device
             nbytes = storage._nbytes
             if dev.type == "cuda":
@@ -247,11 +248,14 @@ class Collector:
                     stack[-1].cpu_mem += nbytes
             index = (dev.index or 0) if dev.type == "cuda" else -1
             self.memory.append((r.end_ns, nbytes, index, r.thread))
-            weakref.finalize(storage, self._freed, index, nbytes)
+            self._watched[key] = weakref.ref(
+                storage, lambda _, key=key, index=index, nbytes=nbytes: self._freed(
+                    key, index, nbytes))
 
-    def _freed(self, index: int, nbytes: int) -> None:
+    def _freed(self, key: int, index: int, nbytes: int) -> None:
         """A storage counted by this profile was freed: charge the open range or record
         a top-level ``[memory]`` event."""
+        self._watched.pop(key, None)
         if not self.recording:
             return
         now = time.perf_counter_ns()
