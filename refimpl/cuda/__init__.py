@@ -143,7 +143,7 @@ from refimpl.cuda._remainders import (
 
 def __getattr__(name: str):
     # computed on access: the generators exist once the devices are known; the
-    # nvtx and tunable submodules import when first used, as attributes of the package
+    # nvtx, tunable and profiler submodules import when first used, as attributes of the package
     if name == "default_generators":
         from refimpl.cuda import _remainders
 

@@ -149,7 +149,14 @@ class profile:
                  execution_trace_observer: Any = None, acc_events: bool = False,
                  use_cuda: bool | None = None,
                  custom_trace_id_callback: Callable | None = None) -> None:
-        acts = set(activities) if activities is not None else supported_activities()
+        if activities is not None:
+            acts = set()
+            for act in activities:
+                if act in acts:
+                    raise ValueError(f"Activity {act} specified more than once")
+                acts.add(act)
+        else:
+            acts = supported_activities()
         if use_cuda is not None:
             warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
                           FutureWarning, stacklevel=2)
