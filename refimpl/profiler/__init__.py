@@ -154,7 +154,8 @@ class profile:
             for act in activities:
                 if act in acts:
                     raise ValueError(f"Activity {act} specified more than once")
-                acts.add(act)
+                if isinstance(act, ProfilerActivity):  # others are dropped, as torch does
+                    acts.add(act)
         else:
             acts = supported_activities()
         if use_cuda is not None:
@@ -166,10 +167,6 @@ class profile:
                 acts.discard(ProfilerActivity.CUDA)
         if not acts:
             raise AssertionError("No valid profiler activities found")
-        for act in acts:
-            if not isinstance(act, ProfilerActivity):
-                raise TypeError(f"profile(): activities must be ProfilerActivity values, "
-                                f"got {act!r}")
         self.activities = acts
         self.use_device = "cuda" if ProfilerActivity.CUDA in acts else None
         self.record_shapes = record_shapes

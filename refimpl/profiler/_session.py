@@ -249,13 +249,15 @@ class record_function:
     """
 
     def __init__(self, name: str, args: str | None = None) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"record_function(): name must be a str, got {type(name).__name__}")
         self.name = name
         self.args = args
         self._ranges: list[tuple[Any, Any]] = []
 
     def __enter__(self) -> Self:
+        if not isinstance(self.name, str):
+            raise RuntimeError(  # noqa: TRY004 - torch raises RuntimeError here
+                "profiler::_record_function_enter_new() Expected a value of type 'str' for "
+                f"argument 'name' but instead found type '{type(self.name).__name__}'.")
         collector = _collect.ACTIVE
         if collector is not None:
             self._ranges.append((collector, collector.open(self.name, user=True)))
@@ -296,7 +298,7 @@ class emit_nvtx:
         if not self.enabled:
             return None
         if self.entered:
-            raise RuntimeError("NVTX annotation context manager is already entered")
+            raise RuntimeError("NVTX annotation context manager is not reentrant")
         self.entered = True
         from refimpl import cuda
 
