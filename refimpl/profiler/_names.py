@@ -33,7 +33,7 @@ RENAMED = {
 SCHEMA_ARITY = {
     "add": 3, "add_": 3, "sub": 3, "sub_": 3, "rsub": 3, "rsub.Scalar": 3,
     "mul": 2, "mul_": 2, "div": 2, "div_": 2, "div.Tensor_mode": 3, "div_.Tensor_mode": 3,
-    "mm": 2, "bmm": 2, "addmm": 5, "mv": 2, "dot": 2, "matmul": 2,
+    "mm": 2, "bmm": 2, "addmm": 5, "mv": 2, "dot": 2,
     "sum": 2, "sum.dim_IntList": 4, "mean": 2, "mean.dim": 4, "prod": 2,
     "max.dim": 3, "min.dim": 3, "clone": 2, "copy_": 3, "pow": 2, "pow.Tensor_Scalar": 2,
     "masked_fill": 3, "_masked_fill_tensor": 3, "index_fill": 4, "_index_fill_tensor": 4,
