@@ -15,6 +15,9 @@ Forms:
   departs from the recorded run. A step trace from ``bench/record_alloc_trace.py``
   is checked figure by figure.
 
+Profiler statistics (ops, kernels, memory of a run or of a torch trace) are the
+``tensorctl profile`` command (cli/profile.py), registered with these commands.
+
 Unreadable, truncated, hostile or wrongly shaped files produce one line on stderr
 and exit status 2; nothing in them is executed. The logic lives in
 ``refimpl.cuda._memviz``, ``_memviz_html`` and ``_replay``.
@@ -32,6 +35,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from cli import profile as _profile_cli
 from refimpl.cuda import _memviz, _replay, _replay_snapshot
 from refimpl.cuda._allocator_config import parse_allocator_settings
 from refimpl.cuda._allocator_stats import format_size
@@ -480,4 +484,5 @@ def _dump(snapshot: dict[str, Any], path: str) -> None:
         _fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
-COMMANDS = [memstats]
+# ``tensorctl profile`` (profiler statistics, cli/profile.py) registers with these
+COMMANDS = [memstats, _profile_cli.profile]

@@ -40,6 +40,11 @@ FORWARD_LAYER = None
 # an input is a FakeTensor. None until fake tensors exist, so other programs pay nothing.
 FAKE_LAYER = None
 
+# The profiler (refimpl.profiler._collect.Collector, installed while a profile records):
+# it records the op and dispatches it again, and ``wraps`` tells that re-entry apart.
+# None otherwise, so an unprofiled program pays one check per op.
+PROFILE_LAYER = None
+
 
 def tensors_in(args, kwargs=None) -> list:
     """The tensors among ``args`` (and ``kwargs``), lists and tuples flattened once."""
@@ -60,6 +65,8 @@ def tensors_in(args, kwargs=None) -> list:
 
 def dispatch(op: OpDef, args: tuple, kwargs: dict):
     """Run ``op`` through the layers in order (see the module docstring)."""
+    if PROFILE_LAYER is not None and PROFILE_LAYER.wraps(op):
+        return PROFILE_LAYER(op, args, kwargs)  # records the op, then dispatches it again
     if AUTOCAST.active and op.name in AUTOCAST.ops:
         return AUTOCAST.layer(op, args, kwargs)
     return below_autocast(op, args, kwargs)

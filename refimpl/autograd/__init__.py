@@ -84,6 +84,10 @@ def __getattr__(name: str):
     if name in ("functional", "checkpoint", "forward_ad", "anomaly_mode", "grad_mode",
                 "function", "engine", "_functions", "views", "saved", "hooks", "graph_hooks"):
         return importlib.import_module(f"refimpl.autograd.{name}")
+    if name in ("profiler", "profiler_util"):  # the profiler (refimpl.profiler)
+        return importlib.import_module(f"refimpl.autograd.{name}")
+    if name == "_profiler_enabled":
+        return importlib.import_module("refimpl.autograd.profiler")._profiler_enabled
     raise AttributeError(f"module 'refimpl.autograd' has no attribute '{name}'")
 
 

@@ -143,12 +143,12 @@ from refimpl.cuda._remainders import (
 
 def __getattr__(name: str):
     # computed on access: the generators exist once the devices are known; the
-    # nvtx and tunable submodules import when first used, as attributes of the package
+    # nvtx, tunable and profiler submodules import when first used, as attributes of the package
     if name == "default_generators":
         from refimpl.cuda import _remainders
 
         return _remainders.default_generators()
-    if name in ("nvtx", "tunable"):
+    if name in ("nvtx", "tunable", "profiler"):
         import importlib
 
         return importlib.import_module(f"refimpl.cuda.{name}")

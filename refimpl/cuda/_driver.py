@@ -540,6 +540,12 @@ def module_function(module: int, name: str) -> int:
         _call("cuThreadExchangeStreamCaptureMode", old)
 
 
+# The profiler's kernel observer (refimpl.profiler._cuda), called as
+# ``observer(ordinal, function, stream, before)`` around each launch while a profile with
+# the CUDA activity records; None otherwise (one check per launch).
+LAUNCH_OBSERVER = None
+
+
 def launch(ordinal: int, function: int, grid: tuple[int, int, int],
            block: tuple[int, int, int], args: list[ctypes._SimpleCData | ctypes.Structure],
            stream: int, shared_mem: int = 0) -> None:
@@ -553,9 +559,14 @@ def launch(ordinal: int, function: int, grid: tuple[int, int, int],
     ptrs = (ctypes.c_void_p * max(len(args), 1))(
         *[ctypes.addressof(a) for a in args])
     use_device(ordinal)
+    observer = LAUNCH_OBSERVER
+    if observer is not None:
+        observer(ordinal, function, stream, True)
     _call("cuLaunchKernel", d.CUfunction(function), grid[0], grid[1], grid[2],
           block[0], block[1], block[2], shared_mem, d.CUstream(stream),
           ctypes.addressof(ptrs), 0)
+    if observer is not None:
+        observer(ordinal, function, stream, False)
 
 
 def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
@@ -567,8 +578,13 @@ def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
     """
     if _tls.device != ordinal:
         use_device(ordinal)
+    observer = LAUNCH_OBSERVER
+    if observer is not None:
+        observer(ordinal, function, stream, True)
     out = _load("driver").cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
                                          params, 0)
+    if observer is not None:
+        observer(ordinal, function, stream, False)
     code = int(out[0])
     if code != CUDA_SUCCESS:
         raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
