@@ -148,7 +148,7 @@ def __getattr__(name: str):
         from refimpl.cuda import _remainders
 
         return _remainders.default_generators()
-    if name in ("nvtx", "tunable", "profiler"):
+    if name in ("nvtx", "tunable", "profiler", "jiterator"):
         import importlib
 
         return importlib.import_module(f"refimpl.cuda.{name}")

@@ -24,7 +24,9 @@ from pathlib import Path
 
 from refimpl.cuda import _driver
 
-_OPTIONS = ("--std=c++17",)
+# -default-device: functions without an execution space are device functions (what
+# NVRTC compiles anyway; user code given to the jiterator is written without one)
+_OPTIONS = ("--std=c++17", "-default-device")
 _lock = threading.Lock()
 _modules: dict[tuple[str, int], int] = {}
 _functions: dict[tuple[str, int, str], int] = {}

@@ -328,7 +328,7 @@ class _Plan:
             "  }\n}\n")
         pack = ("template<class T, int V> struct __align__(sizeof(T) * V) Pack "
                 "{ T v[V]; };\n")
-        return (f"// {k.name}\n" + PRELUDE + pack + head + meta + fn + contig + small
+        return (f"// {k.name}\n" + PRELUDE + k.prelude + pack + head + meta + fn + contig + small
                 + strided32 + strided64)
 
     def function_handles(self, device: int) -> tuple[int, ...]:
@@ -384,12 +384,15 @@ class Elementwise:
     """A reusable elementwise kernel: one expression, any dtypes and layouts.
 
     ``expr`` names the operands ``a``, ``b``, ``c``, ``d`` and the parameters in
-    ``params`` (scalar kernel arguments given per call). Plans (compiled kernels,
+    ``params`` (scalar kernel arguments given per call); ``prelude`` is device code
+    placed before it (functions the expression calls). Plans (compiled kernels,
     argument layouts) are cached on the object, so keep one per op.
     """
 
-    def __init__(self, expr: str, name: str = "pointwise", params: tuple = ()) -> None:
+    def __init__(self, expr: str, name: str = "pointwise", params: tuple = (),
+                 prelude: str = "") -> None:
         self.expr, self.name, self.params = expr, name, tuple(params)
+        self.prelude = prelude  # device code the expression calls (jiterator functions)
         self.plans: dict = {}
         self._lock = threading.Lock()
 
