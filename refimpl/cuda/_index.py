@@ -18,15 +18,15 @@ float, double and 32/64-bit integer sums, a compare-and-swap loop otherwise (on 
 aligned 32-bit word for 1- and 2-byte types). Half and bfloat16 accumulate in float and
 round once per update, as torch's atomics do.
 
-Index bounds: torch's CUDA kernels stop on a device-side assert. Here an out-of-range
-index is never dereferenced: the kernel skips that element (a gather writes zero) and
-records the first bad index in a small pinned host record that the device writes
-through unified addressing. :func:`raise_pending` reads it on the host at the next
-synchronizing point (a device-to-host copy such as ``.cpu()``/``.item()``,
-``torch.cuda.synchronize()``, or an op that syncs for its output size) and raises
-torch's CPU error for the op (IndexError or RuntimeError with its message), once.
-Unlike torch's device-side assert, the CUDA context stays usable afterwards. Stream and
-event synchronization do not read the record.
+Index bounds: an out-of-range index stops the kernel with a device-side assert, as
+torch's CUDA kernels do (``CUDA_KERNEL_ASSERT``): the kernel prints the failed
+assertion, the context is left in the driver's sticky error state, and the next
+synchronizing call (and every CUDA call after it) raises ``CUDA error: device-side
+assert triggered``; the process must start over to use the GPU again. Checks torch
+makes without an assert (``masked_scatter``'s source size, ``searchsorted``'s sorter)
+are recorded instead in a small pinned host record the device writes through unified
+addressing; :func:`raise_pending` reads it at the next synchronizing point and raises
+torch's error for the op, once.
 """
 
 from __future__ import annotations
@@ -67,6 +67,9 @@ def dtype_defs(name: str) -> str:
 INDEX_PRELUDE = _PRELUDE + r"""
 struct Rec { long long code; long long value; long long dim; long long size; };
 __device__ void report(long long rec, int code, long long v, long long d, long long s) {
+  if (code <= 5) {  // ERRORS codes 1..5, an index out of range: torch's kernels assert
+    __assertfail("index out of bounds", "refimpl/cuda/_index.py", __LINE__, "index kernel", 1);
+  }
   volatile Rec* r = (volatile Rec*)rec;
   if (r->code == 0) { r->value = v; r->dim = d; r->size = s; __threadfence_system();
     r->code = code; __threadfence_system(); } }
@@ -213,6 +216,9 @@ ERRORS: dict[str, tuple[int, type, str]] = {
     "searchsorted": (7, RuntimeError, "torch.searchsorted(): sorter index out of range"),
 }
 _BY_CODE = {code: (exc, msg) for code, exc, msg in ERRORS.values()}
+# Codes 1..5 (an index out of range) stop the kernel with a device-side assert, as torch's
+# CUDA_KERNEL_ASSERT does (INDEX_PRELUDE's report()); the others are recorded and raised
+# at the next synchronization.
 _record: list = []
 
 
