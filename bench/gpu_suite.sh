@@ -8,6 +8,8 @@
 # nvmath-python (cuBLAS) is installed from .whl/ when the wheels were carried there.
 set -u
 export PYTHONUNBUFFERED=1
+# NVLink multicast stays off on shared multi-GPU hosts
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
@@ -27,6 +29,16 @@ done
 tests=(tests/gpu/test_cuda_mlp_gpu.py tests/gpu/test_cuda_no_cpu_compute_gpu.py
        tests/gpu/test_cuda_driver_gpu.py tests/gpu/test_cuda_tensors_gpu.py
        tests/gpu/test_cuda_blas_gpu.py tests/gpu/test_cuda_random_gpu.py)
+# the whole-program tests of the newer areas, where present (graphs RNG, two GPUs,
+# profiler, nn.functional, training), and the device-side assert checks
+for f in tests/gpu/test_cuda_graph_rng_gpu.py tests/gpu/test_multi_gpu_gpu.py \
+         tests/gpu/test_profiler_gpu.py tests/gpu/test_nn_functional_gpu.py \
+         tests/gpu/test_train_models_gpu.py; do
+    [ -f "$f" ] && tests+=("$f")
+done
+tests+=("tests/gpu/test_cuda_indexing_gpu.py::test_index_out_of_range_is_a_device_side_assert"
+        "tests/gpu/test_cuda_indexing_gpu.py::test_in_range_indices_need_no_assert"
+        "tests/gpu/test_cuda_indexing_gpu.py::test_recorded_checks_raise_at_the_next_sync")
 if [ "${GPU_SUITE_FULL:-0}" = 1 ]; then
     tests=(tests/gpu)
 fi
@@ -35,4 +47,8 @@ grep -E "passed|failed" "$LOG" | tail -n 1
 python3 bench/bench_gpu_ops.py --out "$OUT/gpu_ops.json" 2>&1 | tee -a "$LOG"
 python3 bench/bench_gpu_graphs.py --out "$OUT/gpu_graphs.json" >> "$LOG" 2>&1
 python3 bench/bench_gpu_indexing.py --out "$OUT/gpu_indexing.json" >> "$LOG" 2>&1
+if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] \
+        && [ -f bench/bench_multi_gpu.py ]; then
+    python3 bench/bench_multi_gpu.py --out "$OUT/multi_gpu.json" 2>&1 | tee -a "$LOG"
+fi
 echo "suite done" | tee -a "$LOG"
