@@ -39,10 +39,7 @@ class UntypedStorage:
         global _cuda_memory
         if _cuda_memory is None:
             from refimpl.cuda import _tensor_memory as _cuda_memory
-        s = object.__new__(cls)
-        s.device, s._nbytes, s._resizable = dev, nbytes, True
-        s._data = _cuda_memory.allocate_on(nbytes, dev.index)
-        return s
+        return _cuda_memory.new_storage(nbytes, dev)
 
     @classmethod
     def _wrap_numpy(cls, array: np.ndarray, resizable: bool = True) -> UntypedStorage:

@@ -8,7 +8,7 @@ come from a ``SegmentSource``.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,6 @@ __all__ = ["CachingAllocator", "OOMObserver"]
 _snapshot.register_internal_file(__file__)
 
 _ONE_EXABYTE = 1152921504606846976
-_ADDRESS_MASK = (1 << 64) - 1
 
 
 OOMObserver = Callable[[int, int, int, int], Any]
@@ -138,10 +137,10 @@ class CachingAllocator:
         if (self._events or self._after_capture) and not captures:
             self._process_events(context)
         config = self.config
-        if config.roundup_enabled or size < K_MIN_BLOCK_SIZE:
+        if size < K_MIN_BLOCK_SIZE or config.roundup_enabled:
             rounded = self.round_size(size)
         else:
-            rounded = (size + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE
+            rounded = (size + 511) & -512  # K_MIN_BLOCK_SIZE
         pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
         if captures:
             pool = self.graph_pools.pool_for(rounded, stream) or pool
@@ -150,12 +149,12 @@ class CachingAllocator:
         max_split = config.max_split_size
         # Best fit: the smallest free block of this stream that is large enough.
         block = None
-        keys = pool.keys.get(stream)
-        if keys:
+        lists = pool.lists.get(stream)
+        if lists is not None:
+            keys, blocks = lists
             index = bisect_left(keys, rounded << 64)
             if index < len(keys):
-                key = keys[index]
-                found = key >> 64
+                found = keys[index] >> 64
                 # An oversize block serves only oversize requests, and at most
                 # max_non_split_rounding bytes larger than them.
                 if (
@@ -163,7 +162,7 @@ class CachingAllocator:
                     if rounded < max_split
                     else found < rounded + config.max_non_split_rounding_size
                 ):
-                    block = pool.blocks.pop(key & _ADDRESS_MASK)
+                    block = blocks[index]
         if block is None:
             alloc_size = allocation_size(rounded)
             block = self._reserve(pool, stream, rounded, alloc_size, context)
@@ -171,7 +170,7 @@ class CachingAllocator:
                 raise _NoMemory(
                     alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
                 )
-            keys = None  # the block is new: it has no key in a free list
+            lists = None  # the block is new: it is in no free list
 
         # Hand out the block, splitting off the rest as a free remainder if it is
         # large enough (512 bytes in the small pool; more than 1 MiB in the large
@@ -196,35 +195,39 @@ class CachingAllocator:
             remaining.prev = block
             address = remaining.address = remaining.address + rounded
             remaining.size = remaining_size
-            if keys is None:
+            if lists is None:
                 pool.insert(remaining)  # the rest of a new segment
             else:
-                # The remainder is the found block, moved up: its key, smaller than the
-                # found key still at keys[index], takes that slot when no other key lies
-                # between them (no search for a place, no shifting).
-                remaining.gc_count_base = pool.gc_calls
-                pool.blocks[address] = remaining
+                # The remainder is the found block, moved up: its key, smaller than
+                # the found key still at keys[index], takes that slot when no other key
+                # lies between them (no search for a place, no shifting).
                 key = remaining_size << 64 | address
                 if index == 0 or keys[index - 1] < key:
+                    remaining.gc_count_base = pool.gc_calls
                     keys[index] = key
                 else:
                     del keys[index]
-                    insort(keys, key)
+                    del blocks[index]
+                    pool.insert(remaining)
         else:
-            if keys is not None:
+            if lists is not None:
                 del keys[index]
+                del blocks[index]
             if block.prev is not None or block.next is not None:
                 split_blocks, split_bytes = -1, -block.size  # a free split block taken whole
             else:
                 split_blocks = split_bytes = 0
         block.allocated = True
         block.requested_size = size
-        block.context = context
+        self._by_address[block.address] = block
+        if context is not None:
+            block.context = context  # (a free block's context is None)
         if self.history.enabled:
             self.history.record("alloc", block.address, size, stream, context)
-        self._by_address[block.address] = block
-        self.stats.record_alloc(pool.stat_index, block.size, size, split_blocks, split_bytes)
-        if block.size >= max_split:
+        size = block.size
+        self.stats.record_alloc(pool.stat_index, size, block.requested_size, split_blocks,
+                                split_bytes)
+        if size >= max_split:
             single_increase(self.stats.oversize_allocations, 1)
         return block
 
@@ -546,7 +549,20 @@ class CachingAllocator:
         if absorbed is None:
             pool.insert(block)
         else:
-            pool.replace(absorbed, block)
+            # pool.replace(absorbed, block), written out for its common case: the
+            # block's key, larger than the absorbed one's, takes that slot when no
+            # other key lies between them.
+            block.gc_count_base = pool.gc_calls
+            keys, blocks = pool.lists[block.stream]
+            index = bisect_left(keys, absorbed.size << 64 | absorbed.address)
+            key = size << 64 | block.address
+            if index + 1 == len(keys) or key < keys[index + 1]:
+                keys[index] = key
+                blocks[index] = block
+            else:
+                del keys[index]
+                del blocks[index]
+                pool.insert(block)
         if prev is not None or nxt is not None:
             net_blocks += 1
             net_bytes += size
@@ -601,20 +617,19 @@ class CachingAllocator:
         if max_split == SIZE_MAX:
             return False
         target = max(size, max_split)
-        keys = pool.keys.get(stream, [])
+        keys, blocks = pool.lists.get(stream, ([], []))
         index = bisect_left(keys, target << 64)
         if index < len(keys):
-            block = pool.blocks[keys[index] & _ADDRESS_MASK]
+            block = blocks[index]
             # A split block cannot go back to the source (torch would fail here).
             if block.is_split():
                 return False
             self._release_block(block, context)
             return True
         released = 0
-        for key in reversed(keys[:index]):
+        for block in reversed(blocks[:index]):
             if released >= target:
                 break
-            block = pool.blocks[key & _ADDRESS_MASK]
             if block.size < max_split:
                 break
             if not block.is_split():

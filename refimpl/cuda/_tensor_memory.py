@@ -8,6 +8,7 @@ what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch
 
 from __future__ import annotations
 
+from refimpl._storage import UntypedStorage
 from refimpl.cuda import _allocator, _device, _lazy, streams
 from refimpl.cuda._allocator_core import _ONE_EXABYTE
 from refimpl.cuda._lazy import _lazy_init
@@ -96,6 +97,43 @@ def allocate_on(nbytes: int, index: int) -> DeviceAllocation:
     allocation.nbytes = nbytes
     allocation.device_index = index
     return allocation
+
+
+def new_storage(nbytes: int, dev) -> UntypedStorage:
+    """A fresh ``UntypedStorage`` of ``nbytes`` on ``dev`` (an indexed cuda device).
+
+    :func:`allocate_on` and the storage's construction written out in one function:
+    this runs for every CUDA tensor made (``empty`` and every op's output).
+    """
+    if not _lazy._initialized:
+        _lazy_init()
+    index = dev.index
+    alloc = _allocators.get(index)
+    if alloc is None:
+        _device._check_ordinal(index)
+        alloc = _allocator.get_device_allocator(index)
+    allocation = _new(DeviceAllocation)
+    if nbytes:
+        # streams.current_stream_handle(index), written out
+        table = _stream_tls.streams
+        current = table.get(index) if table else None
+        stream = 0 if current is None else current.cuda_stream
+        # allocate() applies torch's 1 EB guard; below it, malloc() is what it calls
+        block = allocation.block = (alloc.malloc(nbytes, stream) if nbytes < _ONE_EXABYTE
+                                    else alloc.allocate(nbytes, stream))
+        allocation.ptr = block.address
+    else:
+        allocation.block = None
+        allocation.ptr = 0
+    allocation._allocator = alloc
+    allocation.nbytes = nbytes
+    allocation.device_index = index
+    storage = _new(UntypedStorage)
+    storage.device = dev
+    storage._nbytes = nbytes
+    storage._resizable = True
+    storage._data = allocation
+    return storage
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:
