@@ -92,6 +92,9 @@ class CachingAllocator:
         self.graph_pools = GraphPools()
         self._captures = self.graph_pools.captures
         self._after_capture: list[Block] = []
+        # Blocks a pool-checkpoint restore freed while their storages live, with the
+        # address each had: such a storage's free frees the block there now.
+        self._restored: dict[Block, int] = {}
 
     # -- public operations -------------------------------------------------
 
@@ -246,7 +249,7 @@ class CachingAllocator:
         lock.acquire()
         try:
             if not block.allocated:
-                raise RuntimeError(f"double free of block at {block.address:#x}")
+                block = self._restored_block(block)
             if self._busy:
                 self._deferred.append(block)
                 return
@@ -259,6 +262,15 @@ class CachingAllocator:
                     self._free_deferred()
         finally:
             lock.release()
+
+    def _restored_block(self, block: Block) -> Block:
+        """The block to free for ``block``, which is not allocated: the one allocated now
+        at its address if a checkpoint restore freed it (see _allocator_checkpoint)."""
+        address = self._restored.pop(block, None)
+        current = self._by_address.get(address) if address is not None else None
+        if current is None:
+            raise RuntimeError(f"double free of block at {block.address:#x}")
+        return current
 
     def _free(self, block: Block, context: Frames | None) -> None:
         del self._by_address[block.address]

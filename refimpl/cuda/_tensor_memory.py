@@ -8,6 +8,7 @@ what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch
 
 from __future__ import annotations
 
+from refimpl._device import cuda_device
 from refimpl._storage import UntypedStorage
 from refimpl.cuda import _allocator, _device, _lazy, streams
 from refimpl.cuda._allocator_core import _ONE_EXABYTE
@@ -161,3 +162,65 @@ def record_stream(storage, stream) -> None:
     alloc: DeviceAllocation = storage._data
     if alloc.block is not None:
         alloc._allocator.record_stream(alloc.block, stream.cuda_stream)
+
+
+def storage_from_pointer(data_ptr: int, dev, nbytes: int) -> UntypedStorage:
+    """A storage over ``nbytes`` of device memory at ``data_ptr`` that it does not own
+    (torch's ``_construct_storage_from_data_pointer``): its death frees nothing, until a
+    checkpoint restore gives it a block (:func:`set_checkpoint_pool_state`)."""
+    if not _lazy._initialized:
+        _lazy_init()
+    allocation = _new(DeviceAllocation)
+    allocation.block = allocation._allocator = None
+    allocation.ptr = int(data_ptr)
+    allocation.nbytes = int(nbytes)
+    allocation.device_index = dev.index if dev.index is not None else _device.current_device()
+    storage = _new(UntypedStorage)
+    storage.device = cuda_device(allocation.device_index)
+    storage._nbytes = allocation.nbytes
+    storage._resizable = False
+    storage._data = allocation
+    return storage
+
+
+def set_checkpoint_pool_state(device_index: int, state, stale_storages: list,
+                              storages_to_add_deleters_to: list) -> None:
+    """Set a private pool back to a checkpoint and hand its blocks to storages.
+
+    torch's ``_cuda_setCheckpointPoolState`` (see ``_allocator_checkpoint``): the
+    ``stale_storages`` are live storages whose blocks the restore frees for good, and
+    their deaths must then free nothing; each storage of ``storages_to_add_deleters_to``
+    whose address the restore allocates becomes the owner of that block (its death
+    frees it). A restored block no storage takes stays allocated until freed by address.
+    """
+    from refimpl.cuda._allocator_checkpoint import set_checkpoint_state
+
+    alloc = _allocator.get_device_allocator(device_index)
+    stale = list({id(s): s for s in stale_storages}.values())
+    freed, created = set_checkpoint_state(alloc, state)
+    created_at = {block.address for block in created}
+    definitely_freed = sum(1 for address in freed if address not in created_at)
+    if len(stale) < definitely_freed:
+        raise RuntimeError(
+            "Any stale tensors which are being manually freed must be passed to set checkpoint")
+    freed_set = set(freed)
+    for storage in stale:
+        allocation = storage._data
+        if allocation.ptr not in freed_set:
+            raise RuntimeError(
+                "Expected allocated_pointer != definitely_stale_pointers.end() to be true, "
+                "but got false.")
+        if allocation._allocator is not alloc:
+            raise RuntimeError("Unexpected deleter function on storage, could not swap function")
+        if allocation.block is not None:
+            alloc._restored.pop(allocation.block, None)
+        allocation.block = allocation._allocator = None
+    owners = {s._data.ptr: s for s in storages_to_add_deleters_to}
+    for block in created:
+        storage = owners.get(block.address)
+        if storage is not None:
+            allocation = storage._data
+            if allocation._allocator is not None:
+                raise RuntimeError(" Not expecting deleter function")
+            allocation.block = block
+            allocation._allocator = alloc
