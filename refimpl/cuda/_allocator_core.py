@@ -102,26 +102,122 @@ class CachingAllocator:
         """A block of at least ``size`` bytes, safe to use on ``stream``.
 
         Raises :class:`OutOfMemoryError` when neither the cache nor the source can
-        provide one after freeing the cache.
+        provide one after freeing the cache. A cache hit (the common case) runs from
+        top to bottom of this one method: it is the allocator's hot path.
         """
         context = self.history.gather(RecordContext.STATE) if self.history.level else None
         # acquire()/release() rather than ``with``: the with statement costs twice as much.
         lock = self.lock
         lock.acquire()
+        if self._busy:
+            lock.release()
+            raise RuntimeError("caching allocator re-entered: malloc during an operation")
+        self._busy = True
         try:
-            if self._busy:
-                raise RuntimeError("caching allocator re-entered: malloc during an operation")
-            self._busy = True
-            try:
-                return self._malloc(size, stream, context)
-            except _NoMemory as failure:
-                alloc_size, message = failure.args
-                observers = list(self.oom_observers)
-            finally:
-                self._busy = False
-                if self._deferred:
-                    self._free_deferred()
+            captures = self._captures
+            if (self._events or self._after_capture) and not captures:
+                self._process_events(context)
+            config = self.config
+            if size < K_MIN_BLOCK_SIZE or config.roundup_enabled:
+                rounded = self.round_size(size)
+            else:
+                rounded = (size + 511) & -512  # K_MIN_BLOCK_SIZE
+            pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
+            if captures:
+                pool = self.graph_pools.pool_for(rounded, stream) or pool
+            if self.set_fraction and config.garbage_collection_threshold > 0.0:
+                pool.gc_calls += 1
+            max_split = config.max_split_size
+            # Best fit: the smallest free block of this stream that is large enough.
+            block = None
+            lists = pool.lists.get(stream)
+            if lists is not None:
+                keys, blocks = lists
+                index = bisect_left(keys, rounded << 64)
+                if index < len(keys):
+                    found = keys[index] >> 64
+                    # An oversize block serves only oversize requests, and at most
+                    # max_non_split_rounding bytes larger than them.
+                    if (
+                        found < max_split
+                        if rounded < max_split
+                        else found < rounded + config.max_non_split_rounding_size
+                    ):
+                        block = blocks[index]
+            if block is None:
+                alloc_size = allocation_size(rounded)
+                block = self._reserve(pool, stream, rounded, alloc_size, context)
+                if block is None:
+                    raise _NoMemory(
+                        alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
+                    )
+                lists = None  # the block is new: it is in no free list
+
+            # Hand out the block, splitting off the rest as a free remainder if it is
+            # large enough (512 bytes in the small pool; more than 1 MiB in the large
+            # pool, where oversize blocks are never split).
+            remaining_size = block.size - rounded
+            if pool.is_small:
+                split = remaining_size >= K_MIN_BLOCK_SIZE
+            else:
+                split = rounded < max_split and remaining_size > K_SMALL_SIZE
+            if split:
+                # The found block stays free as the remainder; a new block takes its front.
+                remaining = block
+                if remaining.prev is not None or remaining.next is not None:
+                    split_blocks, split_bytes = 0, -rounded  # a free split block shrank
+                else:
+                    split_blocks, split_bytes = 1, remaining_size  # a new free remainder
+                block = Block(stream, rounded, pool, remaining.address)
+                prev = block.prev = remaining.prev
+                if prev is not None:
+                    prev.next = block
+                block.next = remaining
+                remaining.prev = block
+                address = remaining.address = remaining.address + rounded
+                remaining.size = remaining_size
+                if lists is None:
+                    pool.insert(remaining)  # the rest of a new segment
+                else:
+                    # The remainder is the found block, moved up: its key, smaller than
+                    # the found key still at keys[index], takes that slot when no other key
+                    # lies between them (no search for a place, no shifting).
+                    key = remaining_size << 64 | address
+                    if index == 0 or keys[index - 1] < key:
+                        remaining.gc_count_base = pool.gc_calls
+                        keys[index] = key
+                    else:
+                        del keys[index]
+                        del blocks[index]
+                        pool.insert(remaining)
+            else:
+                if lists is not None:
+                    del keys[index]
+                    del blocks[index]
+                if block.prev is not None or block.next is not None:
+                    split_blocks, split_bytes = -1, -block.size  # a free split block taken whole
+                else:
+                    split_blocks = split_bytes = 0
+            block.allocated = True
+            block.requested_size = size
+            self._by_address[block.address] = block
+            if context is not None:
+                block.context = context  # (a free block's context is None)
+            if self.history.enabled:
+                self.history.record("alloc", block.address, size, stream, context)
+            size = block.size
+            self.stats.record_alloc(pool.stat_index, size, block.requested_size, split_blocks,
+                                    split_bytes)
+            if size >= max_split:
+                single_increase(self.stats.oversize_allocations, 1)
+            return block
+        except _NoMemory as failure:
+            alloc_size, message = failure.args
+            observers = list(self.oom_observers)
         finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
             lock.release()
         # Observers run without the lock, as in torch (they may call back in).
         free_bytes, total = self.source.mem_get_info()
@@ -129,110 +225,6 @@ class CachingAllocator:
         for observer in observers:
             observer(self.device, alloc_size, limit, free_bytes)
         raise OutOfMemoryError(message)
-
-    def _malloc(self, size: int, stream: int, context: Frames | None) -> Block:
-        """The block for a request (lock held, operation under way).
-
-        Raises :class:`_NoMemory` when there is none. A cache hit (the common case)
-        runs from top to bottom of this one method: it is the allocator's hot path.
-        """
-        captures = self._captures
-        if (self._events or self._after_capture) and not captures:
-            self._process_events(context)
-        config = self.config
-        if size < K_MIN_BLOCK_SIZE or config.roundup_enabled:
-            rounded = self.round_size(size)
-        else:
-            rounded = (size + 511) & -512  # K_MIN_BLOCK_SIZE
-        pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
-        if captures:
-            pool = self.graph_pools.pool_for(rounded, stream) or pool
-        if self.set_fraction and config.garbage_collection_threshold > 0.0:
-            pool.gc_calls += 1
-        max_split = config.max_split_size
-        # Best fit: the smallest free block of this stream that is large enough.
-        block = None
-        lists = pool.lists.get(stream)
-        if lists is not None:
-            keys, blocks = lists
-            index = bisect_left(keys, rounded << 64)
-            if index < len(keys):
-                found = keys[index] >> 64
-                # An oversize block serves only oversize requests, and at most
-                # max_non_split_rounding bytes larger than them.
-                if (
-                    found < max_split
-                    if rounded < max_split
-                    else found < rounded + config.max_non_split_rounding_size
-                ):
-                    block = blocks[index]
-        if block is None:
-            alloc_size = allocation_size(rounded)
-            block = self._reserve(pool, stream, rounded, alloc_size, context)
-            if block is None:
-                raise _NoMemory(
-                    alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
-                )
-            lists = None  # the block is new: it is in no free list
-
-        # Hand out the block, splitting off the rest as a free remainder if it is
-        # large enough (512 bytes in the small pool; more than 1 MiB in the large
-        # pool, where oversize blocks are never split).
-        remaining_size = block.size - rounded
-        if pool.is_small:
-            split = remaining_size >= K_MIN_BLOCK_SIZE
-        else:
-            split = rounded < max_split and remaining_size > K_SMALL_SIZE
-        if split:
-            # The found block stays free as the remainder; a new block takes its front.
-            remaining = block
-            if remaining.prev is not None or remaining.next is not None:
-                split_blocks, split_bytes = 0, -rounded  # a free split block shrank
-            else:
-                split_blocks, split_bytes = 1, remaining_size  # a new free remainder
-            block = Block(stream, rounded, pool, remaining.address)
-            prev = block.prev = remaining.prev
-            if prev is not None:
-                prev.next = block
-            block.next = remaining
-            remaining.prev = block
-            address = remaining.address = remaining.address + rounded
-            remaining.size = remaining_size
-            if lists is None:
-                pool.insert(remaining)  # the rest of a new segment
-            else:
-                # The remainder is the found block, moved up: its key, smaller than
-                # the found key still at keys[index], takes that slot when no other key
-                # lies between them (no search for a place, no shifting).
-                key = remaining_size << 64 | address
-                if index == 0 or keys[index - 1] < key:
-                    remaining.gc_count_base = pool.gc_calls
-                    keys[index] = key
-                else:
-                    del keys[index]
-                    del blocks[index]
-                    pool.insert(remaining)
-        else:
-            if lists is not None:
-                del keys[index]
-                del blocks[index]
-            if block.prev is not None or block.next is not None:
-                split_blocks, split_bytes = -1, -block.size  # a free split block taken whole
-            else:
-                split_blocks = split_bytes = 0
-        block.allocated = True
-        block.requested_size = size
-        self._by_address[block.address] = block
-        if context is not None:
-            block.context = context  # (a free block's context is None)
-        if self.history.enabled:
-            self.history.record("alloc", block.address, size, stream, context)
-        size = block.size
-        self.stats.record_alloc(pool.stat_index, size, block.requested_size, split_blocks,
-                                split_bytes)
-        if size >= max_split:
-            single_increase(self.stats.oversize_allocations, 1)
-        return block
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block | None:
         """Tensor-storage allocation: None for 0 bytes, torch's 1 EB guard, then :meth:`malloc`."""
