@@ -209,7 +209,8 @@ def set_checkpoint_pool_state(device_index: int, state, stale_storages: list,
         if allocation.ptr not in freed_set:
             raise RuntimeError(
                 "Expected allocated_pointer != definitely_stale_pointers.end() to be true, "
-                "but got false.")
+                "but got false.  (Could this error message be improved?  If so, please "
+                "report an enhancement request to PyTorch.)")
         if allocation._allocator is not alloc:
             raise RuntimeError("Unexpected deleter function on storage, could not swap function")
         if allocation.block is not None:
