@@ -137,7 +137,7 @@ def _restore_segment(
     block: Block | None = head
     first = None
     for i, recorded in enumerate(segment.blocks):
-        if block is None or block.allocated:
+        if block is None or block.allocated or block.event_count or block.stream_uses:
             raise RuntimeError("checkpointed segment does not match the pool's segment")
         block = _allocate_front(allocator, block, recorded, context)
         if block.address != recorded.address or block.size != recorded.size:
