@@ -41,6 +41,7 @@ __all__ = ["CachingAllocator", "OOMObserver"]
 _snapshot.register_internal_file(__file__)
 
 _ONE_EXABYTE = 1152921504606846976
+_new = object.__new__
 
 
 OOMObserver = Callable[[int, int, int, int], Any]
@@ -168,7 +169,15 @@ class CachingAllocator:
                     split_blocks, split_bytes = 0, -rounded  # a free split block shrank
                 else:
                     split_blocks, split_bytes = 1, remaining_size  # a new free remainder
-                block = Block(stream, rounded, pool, remaining.address)
+                # Block(stream, rounded, pool, remaining.address), written out (no call);
+                # allocated, requested_size and context are set below.
+                block = _new(Block)
+                block.stream = stream
+                block.size = rounded
+                block.pool = pool
+                block.address = remaining.address
+                block.event_count = block.gc_count_base = 0
+                block.stream_uses = block.segment_context = block.context = None
                 prev = block.prev = remaining.prev
                 if prev is not None:
                     prev.next = block
