@@ -114,7 +114,7 @@ def _restore(allocator: CachingAllocator, state: PoolState, context) -> tuple[li
                         "Events should have synchronized when setting checkpointed block")
                 freed.append(block.address)
                 old_blocks.append(block)
-                allocator._free(block, context)
+                allocator._free_block(block, context, True)
             block = block.next
     for block, address in zip(old_blocks, freed, strict=True):
         _detach(allocator, block, address)
@@ -154,7 +154,7 @@ def _restore_segment(
         if recorded.allocated:
             created.append(block)
         else:
-            allocator._free(block, context)
+            allocator._free_block(block, context, True)
         block = following
     return created
 

@@ -256,7 +256,7 @@ class CachingAllocator:
                 return
             self._busy = True
             try:
-                self._free(block, context)
+                self._free_block(block, context, True)
             finally:
                 self._busy = False
                 if self._deferred:
@@ -273,31 +273,6 @@ class CachingAllocator:
             raise RuntimeError(f"double free of block at {block.address:#x}")
         return current
 
-    def _free(self, block: Block, context: Frames | None) -> None:
-        del self._by_address[block.address]
-        block.allocated = False
-        size = block.size
-        if self.history.enabled:
-            self.history.record(
-                "free_requested",
-                block.address,
-                block.requested_size,
-                block.stream,
-                context or block.context,
-            )
-        if size >= self.config.max_split_size:
-            single_decrease(self.stats.oversize_allocations, 1)
-        if block.stream_uses:
-            self.stats.record_free_requested(block.pool.stat_index, size)
-            if self._captures:
-                # events may not be recorded during a capture: wait until none is under way
-                self._pending.add(block)
-                self._after_capture.append(block)
-            else:
-                self._insert_events(block)
-        else:
-            self._free_block(block, context, True)
-
     def _free_deferred(self) -> None:
         """Complete the frees that arrived during an operation (lock held, not busy)."""
         self._busy = True
@@ -305,7 +280,7 @@ class CachingAllocator:
             while self._deferred:
                 block = self._deferred.pop(0)
                 if block.allocated:
-                    self._free(block, None)
+                    self._free_block(block, None, True)
         finally:
             self._busy = False
 
@@ -511,9 +486,30 @@ class CachingAllocator:
     ) -> None:
         """Return a block whose uses have all completed to its pool, merging neighbours.
 
-        ``requested_now``: the free was requested in this same call (its
-        allocation statistics have not been updated yet).
+        ``requested_now``: its user gives it back in this call (a free): the address
+        map, the history and the oversize count are updated first, and a block still
+        used on other streams becomes pending instead, until their events complete.
         """
+        if requested_now:
+            del self._by_address[block.address]
+            block.allocated = False
+            if self.history.enabled:
+                self.history.record(
+                    "free_requested", block.address, block.requested_size, block.stream,
+                    context or block.context,
+                )
+            if block.size >= self.config.max_split_size:
+                single_decrease(self.stats.oversize_allocations, 1)
+            if block.stream_uses:
+                self.stats.record_free_requested(block.pool.stat_index, block.size)
+                if self._captures:
+                    # events may not be recorded during a capture: wait until none is
+                    # under way
+                    self._pending.add(block)
+                    self._after_capture.append(block)
+                else:
+                    self._insert_events(block)
+                return
         if self.history.enabled:
             self.history.record(
                 "free_completed", block.address, block.requested_size, block.stream,
