@@ -6,9 +6,10 @@ allocator is a pure algorithm) and no device memory is touched. The process is
 unfit for real CUDA work afterwards.
 
 Each layer is timed with everything below it, sampled in alternation with the
-others (many short samples), and the *minimum* per-call time is reported: on a
-shared host the minimum is the stable figure. Consecutive differences are the
-cost of one layer::
+others (many short samples) in this thread's CPU time (``time.thread_time_ns``: the
+time other processes take the CPU away is not counted), and the *minimum* per-call
+time is reported: on a shared host that is the stable figure. Consecutive
+differences are the cost of one layer::
 
     python bench/profile_empty_cpu.py [--samples 60] [--number 2000] [--out FILE]
 """
@@ -17,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import measure  # after the path is set
+from bench._common import cpu_model  # after the path is set
 
 MiB = 1 << 20
 
@@ -62,6 +65,31 @@ def layers() -> dict:
                                        empty_public)}
 
 
+def cpu_time_samples(fns: dict, number: int, samples: int) -> dict[str, list[float]]:
+    """Nanoseconds of thread CPU time per call: ``samples`` runs of ``number`` calls of
+    each function, the functions taken in turn."""
+    for fn in fns.values():
+        for _ in range(2000):
+            fn()
+    result: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(samples):
+        for name, fn in fns.items():
+            start = time.thread_time_ns()
+            for _ in range(number):
+                fn()
+            result[name].append((time.thread_time_ns() - start) / number)
+    return result
+
+
+def git_commit() -> str:
+    """The commit of the tree this script runs from ("" outside a git checkout)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=False, cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    except OSError:
+        return ""
+
+
 def main() -> None:
     """Time the layers and print (and optionally write) the minima in microseconds."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -70,11 +98,14 @@ def main() -> None:
     parser.add_argument("--out", help="write the JSON here too")
     args = parser.parse_args()
     fns = layers()
-    results = measure(fns, number=args.number, repeat=args.samples, warmup=2000)
+    samples = cpu_time_samples(fns, args.number, args.samples)
     report = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "min_us": {k: round(v["min_ns"] / 1000, 3) for k, v in results.items()},
-        "median_us": {k: round(v["median_ns"] / 1000, 3) for k, v in results.items()},
+        "python": sys.version.split()[0],
+        "cpu_model": cpu_model(),
+        "git_commit": git_commit(),
+        "min_us": {k: round(min(v) / 1000, 3) for k, v in samples.items()},
+        "median_us": {k: round(statistics.median(v) / 1000, 3) for k, v in samples.items()},
     }
     text = json.dumps(report, indent=2)
     print(text)
