@@ -163,7 +163,7 @@ def _allocate_front(allocator: CachingAllocator, block: Block, recorded: BlockSt
                     context) -> Block:
     """Allocate ``recorded.size`` bytes from the front of the free ``block``.
 
-    :meth:`CachingAllocator._malloc` for a block found already, with the split forced
+    :meth:`CachingAllocator.malloc` for a block found already, with the split forced
     whenever the block is larger (the checkpoint, not the split rule of today's
     settings, says where blocks end); the request is the block's own size.
     """

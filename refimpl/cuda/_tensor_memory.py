@@ -65,46 +65,13 @@ _new = object.__new__
 _stream_tls = streams._tls  # this thread's current streams (see current_stream_handle)
 
 
-def allocate_on(nbytes: int, index: int) -> DeviceAllocation:
-    """A fresh allocation on device ``index`` (checked once per device).
-
-    ``DeviceAllocation(nbytes, index)`` written out: this runs for every CUDA tensor
-    made. The block is taken before the object exists, so a failed allocation
-    leaves nothing for the finalizer.
-    """
-    if not _lazy._initialized:
-        _lazy_init()
-    try:
-        alloc = _allocators[index]
-    except KeyError:
-        _device._check_ordinal(index)
-        alloc = _allocator.get_device_allocator(index)
-    if nbytes:
-        # streams.current_stream_handle(index), written out
-        table = _stream_tls.streams
-        current = table.get(index) if table else None
-        stream = 0 if current is None else current.cuda_stream
-        # allocate() applies torch's 1 EB guard; below it, malloc() is what it calls
-        block = (alloc.malloc(nbytes, stream) if nbytes < _ONE_EXABYTE
-                 else alloc.allocate(nbytes, stream))
-        allocation = _new(DeviceAllocation)
-        allocation.block = block
-        allocation.ptr = block.address
-    else:
-        allocation = _new(DeviceAllocation)
-        allocation.block = None
-        allocation.ptr = 0
-    allocation._allocator = alloc
-    allocation.nbytes = nbytes
-    allocation.device_index = index
-    return allocation
-
-
 def new_storage(nbytes: int, dev) -> UntypedStorage:
     """A fresh ``UntypedStorage`` of ``nbytes`` on ``dev`` (an indexed cuda device).
 
-    :func:`allocate_on` and the storage's construction written out in one function:
-    this runs for every CUDA tensor made (``empty`` and every op's output).
+    ``DeviceAllocation(nbytes, index)`` and the storage's construction written out in
+    one function: this runs for every CUDA tensor made (``empty`` and every op's
+    output). An allocation that fails leaves an object without a block, which its
+    finalizer skips.
     """
     if not _lazy._initialized:
         _lazy_init()
