@@ -11,7 +11,8 @@ Issue 5 asks for refimpl within 2x of torch (alloc+delete) and at least 10x fast
 than the raw driver calls; the fidelity and reliability issue asks for ``empty``
 within 2x of torch. ``--profile-empty`` adds a layer-by-layer timing of ``empty``
 (allocator, device allocation, storage, tensor, kernel, dispatch, public factory)
-and a cProfile of it.
+and a cProfile of it; ``bench/profile_empty_cpu.py`` times the same layers on a
+simulated device (no GPU), each sampled in alternation with the others.
 
 CPU (``--cpu-only``, no GPU needed): the pure algorithm on a simulated device
 (``malloc``+``free`` at a cache hit, small and large, and a mixed random workload),

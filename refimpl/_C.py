@@ -16,8 +16,11 @@ private pools (spec: GRAPH-107, CUDAMEM-501) from outside a graph capture:
 * ``_cuda_checkPoolLiveAllocations(device, pool, ptrs)`` is True exactly when the
   pool's live blocks are the given data pointers.
 
-Pool checkpoints (``_cuda_getCheckpointState``/``_cuda_setCheckpointPoolState``) are
-not implemented: they raise NotImplementedError.
+* ``_cuda_getCheckpointState(device, pool)`` checkpoints a pool's block layout and
+  ``_cuda_setCheckpointPoolState(device, state, stale, add_deleters)`` sets the pool
+  back to it (``refimpl.cuda._allocator_checkpoint``); storages are named by their
+  ``_cdata``. ``_construct_storage_from_data_pointer`` makes a storage over memory it
+  does not own, and ``_cuda_cudaCachingAllocator_raw_delete`` frees a block by address.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from __future__ import annotations
 import threading
 
 __all__ = [
+    "_construct_storage_from_data_pointer",
     "_cuda_beginAllocateCurrentStreamToPool",
     "_cuda_beginAllocateCurrentThreadToPool",
     "_cuda_checkPoolLiveAllocations",
+    "_cuda_cudaCachingAllocator_raw_delete",
     "_cuda_endAllocateCurrentStreamToPool",
     "_cuda_endAllocateToPool",
     "_cuda_getCheckpointState",
@@ -88,17 +93,41 @@ def _cuda_checkPoolLiveAllocations(device: int, mempool_id: tuple, expected_live
 
 
 def _cuda_getCheckpointState(device: int, mempool_id: tuple):
-    """Pool checkpoints are not implemented by refimpl."""
-    raise NotImplementedError(
-        "refimpl does not implement caching-allocator pool checkpoints "
-        "(_cuda_getCheckpointState)")
+    """A checkpoint of private pool ``mempool_id``: every segment's blocks as they are now."""
+    from refimpl.cuda._allocator_checkpoint import checkpoint_state
+
+    return checkpoint_state(_allocator(device), tuple(mempool_id))
 
 
-def _cuda_setCheckpointPoolState(device: int, state, stale_storages, storages_to_add_deleters_to):
-    """Pool checkpoints are not implemented by refimpl."""
-    raise NotImplementedError(
-        "refimpl does not implement caching-allocator pool checkpoints "
-        "(_cuda_setCheckpointPoolState)")
+def _cuda_setCheckpointPoolState(device: int, state, stale_storages_ptr,
+                                 storages_to_add_deleters_to_ptr=()) -> None:
+    """Set the checkpoint's pool back to it; storages are given by their ``_cdata``.
+
+    The stale storages' blocks are freed for good (their deaths then free nothing); a
+    storage to add a deleter to becomes the owner of the restored block at its address.
+    """
+    from refimpl._storage import storage_from_cdata
+    from refimpl.cuda._tensor_memory import set_checkpoint_pool_state
+
+    _allocator(device)
+    set_checkpoint_pool_state(
+        int(device), state, [storage_from_cdata(p) for p in stale_storages_ptr],
+        [storage_from_cdata(p) for p in storages_to_add_deleters_to_ptr])
+
+
+def _construct_storage_from_data_pointer(data_ptr: int, device, nbytes: int):
+    """A storage over ``nbytes`` of CUDA memory at ``data_ptr`` that it does not own."""
+    from refimpl._device import as_device
+    from refimpl.cuda._tensor_memory import storage_from_pointer
+
+    return storage_from_pointer(data_ptr, as_device(device), nbytes)
+
+
+def _cuda_cudaCachingAllocator_raw_delete(ptr: int) -> None:
+    """Free the caching-allocator block at address ``ptr`` (whatever device holds it)."""
+    from refimpl.cuda.memory import caching_allocator_delete
+
+    caching_allocator_delete(int(ptr))
 
 
 def _set_fwd_grad_enabled(enabled: bool) -> None:

@@ -12,6 +12,8 @@ Views share the storage object; nothing here copies behind the user's back.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from refimpl._device import CPU, as_device, device
@@ -39,10 +41,7 @@ class UntypedStorage:
         global _cuda_memory
         if _cuda_memory is None:
             from refimpl.cuda import _tensor_memory as _cuda_memory
-        s = object.__new__(cls)
-        s.device, s._nbytes, s._resizable = dev, nbytes, True
-        s._data = _cuda_memory.allocate_on(nbytes, dev.index)
-        return s
+        return _cuda_memory.new_storage(nbytes, dev)
 
     @classmethod
     def _wrap_numpy(cls, array: np.ndarray, resizable: bool = True) -> UntypedStorage:
@@ -74,7 +73,11 @@ class UntypedStorage:
 
     @property
     def _cdata(self) -> int:
-        """An identity of this storage (equal for every tensor that shares it, as torch's)."""
+        """An identity of this storage (equal for every tensor that shares it, as torch's).
+
+        ``storage_from_cdata`` turns it back into the storage while that lives.
+        """
+        _by_cdata[id(self)] = self
         return id(self)
 
     @property
@@ -143,6 +146,15 @@ class UntypedStorage:
 
 
 _cuda_memory = None  # refimpl.cuda._tensor_memory, imported on the first CUDA storage
+_by_cdata: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def storage_from_cdata(cdata: int) -> UntypedStorage:
+    """The live storage whose ``_cdata`` was read as ``cdata`` (torch's raw pointers)."""
+    storage = _by_cdata.get(int(cdata))
+    if storage is None:
+        raise RuntimeError(f"no live storage has _cdata {cdata}")
+    return storage
 
 
 def _allocate(nbytes: int, dev: device):

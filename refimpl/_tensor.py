@@ -39,6 +39,7 @@ class Size(tuple):
 
 _STRIDES: dict[tuple, tuple] = {}
 _new = object.__new__
+_cuda_storage = None  # refimpl.cuda._tensor_memory.new_storage, bound on first use
 
 
 def contiguous_strides(shape) -> tuple:
@@ -131,7 +132,10 @@ class Tensor(TensorAutogradMixin):
             shape = tuple(shape)
         nbytes = math.prod(shape) * dtype.itemsize
         if dev.type == "cuda" and dev.index is not None:
-            storage = UntypedStorage._on_cuda(nbytes, dev)  # the allocation fast path
+            global _cuda_storage
+            if _cuda_storage is None:
+                from refimpl.cuda._tensor_memory import new_storage as _cuda_storage
+            storage = _cuda_storage(nbytes, dev)  # the allocation fast path
         else:
             storage = UntypedStorage(nbytes, device=dev)
         # _make written out (fresh tensors are made on every op): no base, a new counter

@@ -35,7 +35,8 @@ simulated :class:`AddressSpaceSource` and the per-device registry
 (:func:`set_segment_source_factory`, :func:`get_device_allocator`); the algorithm
 is in ``_allocator_core`` (with blocks and free lists in ``_allocator_blocks``),
 snapshot layout and history in ``_snapshot``, counters in ``_allocator_stats``,
-settings in ``_allocator_config`` and a structural self-check in ``_allocator_check``.
+settings in ``_allocator_config``, private pools in ``_allocator_pools``, their
+checkpoints in ``_allocator_checkpoint`` and a structural self-check in ``_allocator_check``.
 Tensor storage should use :meth:`CachingAllocator.allocate` (torch's 1 EB guard,
 None for 0 bytes); ``caching_allocator_alloc`` uses :meth:`CachingAllocator.malloc`.
 """

@@ -8,7 +8,7 @@ and sorted by (size, address) so that the best fit is one binary search away.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 
 from refimpl.cuda._allocator_stats import LARGE_POOL, SMALL_POOL
 from refimpl.cuda._snapshot import Frames
@@ -37,11 +37,12 @@ K_ROUND_LARGE = 2097152  # larger requests get their own segment, rounded to thi
 class BlockPool:
     """Free blocks of one pool (small or large), kept per stream, sorted by (size, address).
 
-    A stream's sorted list holds ``size << 64 | address`` keys: one int per block,
-    so the best fit for ``size`` is ``bisect_left(keys, size << 64)``.
+    Each stream has two parallel lists: ``size << 64 | address`` keys, sorted (one
+    int per block, so the best fit for ``size`` is ``bisect_left(keys, size << 64)``),
+    and the blocks in the same order (the block of ``keys[i]`` is ``blocks[i]``).
     """
 
-    __slots__ = ("blocks", "gc_calls", "is_small", "keys", "owner", "owner_pool_id", "stat_index")
+    __slots__ = ("gc_calls", "is_small", "lists", "owner", "owner_pool_id", "stat_index")
 
     def __init__(self, is_small: bool, owner_pool_id: tuple[int, int] = (0, 0)) -> None:
         self.is_small = is_small
@@ -49,25 +50,28 @@ class BlockPool:
         self.owner_pool_id = owner_pool_id
         # the PrivatePool (graph pool) this belongs to; None for the default pools
         self.owner = None
-        self.keys: dict[int, list[int]] = {}
-        self.blocks: dict[int, Block] = {}
+        self.lists: dict[int, tuple[list[int], list[Block]]] = {}
         self.gc_calls = 0
 
     def insert(self, block: Block) -> None:
-        """Put a free block into its stream's list (and stamp its GC age base)."""
+        """Put a free block into its stream's lists (and stamp its GC age base)."""
         block.gc_count_base = self.gc_calls
-        self.blocks[block.address] = block
-        keys = self.keys.get(block.stream)
-        if keys is None:
-            self.keys[block.stream] = [block.size << 64 | block.address]
+        key = block.size << 64 | block.address
+        lists = self.lists.get(block.stream)
+        if lists is None:
+            self.lists[block.stream] = ([key], [block])
         else:
-            insort(keys, block.size << 64 | block.address)
+            keys, blocks = lists
+            index = bisect_left(keys, key)
+            keys.insert(index, key)
+            blocks.insert(index, block)
 
     def remove(self, block: Block) -> None:
-        """Take a free block out of its stream's list."""
-        keys = self.keys[block.stream]
-        del keys[bisect_left(keys, block.size << 64 | block.address)]
-        del self.blocks[block.address]
+        """Take a free block out of its stream's lists."""
+        keys, blocks = self.lists[block.stream]
+        index = bisect_left(keys, block.size << 64 | block.address)
+        del keys[index]
+        del blocks[index]
 
     def replace(self, old: Block, new: Block) -> None:
         """Put ``new`` in the place of the free block ``old``, which it absorbed (a merge).
@@ -76,23 +80,26 @@ class BlockPool:
         two, the new key takes the old one's slot in the sorted list (no search for
         a place, no shifting).
         """
-        del self.blocks[old.address]
         new.gc_count_base = self.gc_calls
-        self.blocks[new.address] = new
-        keys = self.keys[new.stream]
+        keys, blocks = self.lists[new.stream]
         index = bisect_left(keys, old.size << 64 | old.address)
         key = new.size << 64 | new.address
         if index + 1 == len(keys) or key < keys[index + 1]:
             keys[index] = key
+            blocks[index] = new
         else:
             del keys[index]
-            insort(keys, key)
+            del blocks[index]
+            self.insert(new)
 
     def ordered(self) -> list[Block]:
         """All free blocks in torch's set order: stream, then size, then address."""
-        blocks = self.blocks
-        mask = (1 << 64) - 1
-        return [blocks[key & mask] for s in sorted(self.keys) for key in self.keys[s]]
+        return [b for s in sorted(self.lists) for b in self.lists[s][1]]
+
+    @property
+    def blocks(self) -> dict[int, Block]:
+        """The free blocks by address (a new dict: for inspection, not the hot path)."""
+        return {b.address: b for _, blocks in self.lists.values() for b in blocks}
 
 
 class Block:

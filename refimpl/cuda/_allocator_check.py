@@ -24,23 +24,22 @@ def _fail(message: str) -> None:
 def _check_pool_lists(allocator: CachingAllocator) -> set[Block]:
     free: set[Block] = set()
     for pool in allocator.block_pools():
-        count = 0
-        for stream, keys in pool.keys.items():
+        for stream, (keys, blocks) in pool.lists.items():
             if keys != sorted(keys):
                 _fail(f"free list of stream {stream} is not sorted")
-            for key in keys:
+            if len(keys) != len(blocks):
+                _fail(f"free list of stream {stream}: keys and blocks differ in number")
+            for key, block in zip(keys, blocks, strict=True):
                 size, address = key >> 64, key & ((1 << 64) - 1)
-                block = pool.blocks.get(address)
-                if block is None or block.size != size or block.stream != stream:
+                if block.address != address or block.size != size or block.stream != stream:
                     _fail(f"free-list key ({size}, {address:#x}) has no matching block")
                 if block.pool is not pool:
                     _fail(f"{block} sits in the wrong pool")
                 if block.allocated or block.event_count or block.stream_uses:
                     _fail(f"{block} is in a free list but not free")
-            count += len(keys)
-        if count != len(pool.blocks):
-            _fail("free-list keys and free blocks differ in number")
-        free.update(pool.blocks.values())
+                if block in free:
+                    _fail(f"{block} is in a free list twice")
+                free.add(block)
     return free
 
 

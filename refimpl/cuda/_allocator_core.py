@@ -8,7 +8,7 @@ come from a ``SegmentSource``.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ __all__ = ["CachingAllocator", "OOMObserver"]
 _snapshot.register_internal_file(__file__)
 
 _ONE_EXABYTE = 1152921504606846976
-_ADDRESS_MASK = (1 << 64) - 1
+_new = object.__new__
 
 
 OOMObserver = Callable[[int, int, int, int], Any]
@@ -93,6 +93,9 @@ class CachingAllocator:
         self.graph_pools = GraphPools()
         self._captures = self.graph_pools.captures
         self._after_capture: list[Block] = []
+        # Blocks a pool-checkpoint restore freed while their storages live, with the
+        # address each had: such a storage's free frees the block there now.
+        self._restored: dict[Block, int] = {}
 
     # -- public operations -------------------------------------------------
 
@@ -100,26 +103,130 @@ class CachingAllocator:
         """A block of at least ``size`` bytes, safe to use on ``stream``.
 
         Raises :class:`OutOfMemoryError` when neither the cache nor the source can
-        provide one after freeing the cache.
+        provide one after freeing the cache. A cache hit (the common case) runs from
+        top to bottom of this one method: it is the allocator's hot path.
         """
         context = self.history.gather(RecordContext.STATE) if self.history.level else None
         # acquire()/release() rather than ``with``: the with statement costs twice as much.
         lock = self.lock
         lock.acquire()
+        if self._busy:
+            lock.release()
+            raise RuntimeError("caching allocator re-entered: malloc during an operation")
+        self._busy = True
         try:
-            if self._busy:
-                raise RuntimeError("caching allocator re-entered: malloc during an operation")
-            self._busy = True
-            try:
-                return self._malloc(size, stream, context)
-            except _NoMemory as failure:
-                alloc_size, message = failure.args
-                observers = list(self.oom_observers)
-            finally:
-                self._busy = False
-                if self._deferred:
-                    self._free_deferred()
+            captures = self._captures
+            if (self._events or self._after_capture) and not captures:
+                self._process_events(context)
+            config = self.config
+            if size < K_MIN_BLOCK_SIZE or config.roundup_enabled:
+                rounded = self.round_size(size)
+            else:
+                rounded = (size + 511) & -512  # K_MIN_BLOCK_SIZE
+            pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
+            if captures:
+                pool = self.graph_pools.pool_for(rounded, stream) or pool
+            if self.set_fraction and config.garbage_collection_threshold > 0.0:
+                pool.gc_calls += 1
+            max_split = config.max_split_size
+            # Best fit: the smallest free block of this stream that is large enough.
+            block = None
+            lists = pool.lists.get(stream)
+            if lists is not None:
+                keys, blocks = lists
+                index = bisect_left(keys, rounded << 64)
+                if index < len(keys):
+                    found = keys[index] >> 64
+                    # An oversize block serves only oversize requests, and at most
+                    # max_non_split_rounding bytes larger than them.
+                    if (
+                        found < max_split
+                        if rounded < max_split
+                        else found < rounded + config.max_non_split_rounding_size
+                    ):
+                        block = blocks[index]
+            if block is None:
+                alloc_size = allocation_size(rounded)
+                block = self._reserve(pool, stream, rounded, alloc_size, context)
+                if block is None:
+                    raise _NoMemory(
+                        alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
+                    )
+                lists = None  # the block is new: it is in no free list
+
+            # Hand out the block, splitting off the rest as a free remainder if it is
+            # large enough (512 bytes in the small pool; more than 1 MiB in the large
+            # pool, where oversize blocks are never split).
+            remaining_size = block.size - rounded
+            if pool.is_small:
+                split = remaining_size >= K_MIN_BLOCK_SIZE
+            else:
+                split = rounded < max_split and remaining_size > K_SMALL_SIZE
+            if split:
+                # The found block stays free as the remainder; a new block takes its front.
+                remaining = block
+                if remaining.prev is not None or remaining.next is not None:
+                    split_blocks, split_bytes = 0, -rounded  # a free split block shrank
+                else:
+                    split_blocks, split_bytes = 1, remaining_size  # a new free remainder
+                # Block(stream, rounded, pool, remaining.address), written out (no call);
+                # allocated, requested_size and context are set below.
+                block = _new(Block)
+                block.stream = stream
+                block.size = rounded
+                block.pool = pool
+                block.address = remaining.address
+                block.event_count = block.gc_count_base = 0
+                block.stream_uses = block.segment_context = block.context = None
+                prev = block.prev = remaining.prev
+                if prev is not None:
+                    prev.next = block
+                block.next = remaining
+                remaining.prev = block
+                address = remaining.address = remaining.address + rounded
+                remaining.size = remaining_size
+                if lists is None:
+                    pool.insert(remaining)  # the rest of a new segment
+                else:
+                    # The remainder is the found block, moved up: its key, smaller than
+                    # the found key still at keys[index], takes that slot when no other key
+                    # lies between them (no search for a place, no shifting).
+                    key = remaining_size << 64 | address
+                    if index == 0 or keys[index - 1] < key:
+                        remaining.gc_count_base = pool.gc_calls
+                        keys[index] = key
+                    else:
+                        del keys[index]
+                        del blocks[index]
+                        pool.insert(remaining)
+            else:
+                if lists is not None:
+                    del keys[index]
+                    del blocks[index]
+                if block.prev is not None or block.next is not None:
+                    split_blocks, split_bytes = -1, -block.size  # a free split block taken whole
+                else:
+                    split_blocks = split_bytes = 0
+            block.allocated = True
+            block.requested_size = size
+            self._by_address[block.address] = block
+            if context is not None:
+                block.context = context  # (a free block's context is None)
+            if self.history.enabled:
+                self.history.record("alloc", block.address, size, stream, context)
+            size = block.size
+            self.stats.record_alloc(pool.stat_index, size, block.requested_size, split_blocks,
+                                    split_bytes)
+            if size >= max_split:
+                single_increase(self.stats.oversize_allocations, 1)
+            return block
+        except _NoMemory as failure:
+            alloc_size, message = failure.args
+            observers = list(self.oom_observers)
         finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
             lock.release()
         # Observers run without the lock, as in torch (they may call back in).
         free_bytes, total = self.source.mem_get_info()
@@ -127,106 +234,6 @@ class CachingAllocator:
         for observer in observers:
             observer(self.device, alloc_size, limit, free_bytes)
         raise OutOfMemoryError(message)
-
-    def _malloc(self, size: int, stream: int, context: Frames | None) -> Block:
-        """The block for a request (lock held, operation under way).
-
-        Raises :class:`_NoMemory` when there is none. A cache hit (the common case)
-        runs from top to bottom of this one method: it is the allocator's hot path.
-        """
-        captures = self._captures
-        if (self._events or self._after_capture) and not captures:
-            self._process_events(context)
-        config = self.config
-        if config.roundup_enabled or size < K_MIN_BLOCK_SIZE:
-            rounded = self.round_size(size)
-        else:
-            rounded = (size + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE
-        pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
-        if captures:
-            pool = self.graph_pools.pool_for(rounded, stream) or pool
-        if self.set_fraction and config.garbage_collection_threshold > 0.0:
-            pool.gc_calls += 1
-        max_split = config.max_split_size
-        # Best fit: the smallest free block of this stream that is large enough.
-        block = None
-        keys = pool.keys.get(stream)
-        if keys:
-            index = bisect_left(keys, rounded << 64)
-            if index < len(keys):
-                key = keys[index]
-                found = key >> 64
-                # An oversize block serves only oversize requests, and at most
-                # max_non_split_rounding bytes larger than them.
-                if (
-                    found < max_split
-                    if rounded < max_split
-                    else found < rounded + config.max_non_split_rounding_size
-                ):
-                    block = pool.blocks.pop(key & _ADDRESS_MASK)
-        if block is None:
-            alloc_size = allocation_size(rounded)
-            block = self._reserve(pool, stream, rounded, alloc_size, context)
-            if block is None:
-                raise _NoMemory(
-                    alloc_size, self._out_of_memory(rounded, alloc_size, stream, context)
-                )
-            keys = None  # the block is new: it has no key in a free list
-
-        # Hand out the block, splitting off the rest as a free remainder if it is
-        # large enough (512 bytes in the small pool; more than 1 MiB in the large
-        # pool, where oversize blocks are never split).
-        remaining_size = block.size - rounded
-        if pool.is_small:
-            split = remaining_size >= K_MIN_BLOCK_SIZE
-        else:
-            split = rounded < max_split and remaining_size > K_SMALL_SIZE
-        if split:
-            # The found block stays free as the remainder; a new block takes its front.
-            remaining = block
-            if remaining.prev is not None or remaining.next is not None:
-                split_blocks, split_bytes = 0, -rounded  # a free split block shrank
-            else:
-                split_blocks, split_bytes = 1, remaining_size  # a new free remainder
-            block = Block(stream, rounded, pool, remaining.address)
-            prev = block.prev = remaining.prev
-            if prev is not None:
-                prev.next = block
-            block.next = remaining
-            remaining.prev = block
-            address = remaining.address = remaining.address + rounded
-            remaining.size = remaining_size
-            if keys is None:
-                pool.insert(remaining)  # the rest of a new segment
-            else:
-                # The remainder is the found block, moved up: its key, smaller than the
-                # found key still at keys[index], takes that slot when no other key lies
-                # between them (no search for a place, no shifting).
-                remaining.gc_count_base = pool.gc_calls
-                pool.blocks[address] = remaining
-                key = remaining_size << 64 | address
-                if index == 0 or keys[index - 1] < key:
-                    keys[index] = key
-                else:
-                    del keys[index]
-                    insort(keys, key)
-        else:
-            if keys is not None:
-                del keys[index]
-            if block.prev is not None or block.next is not None:
-                split_blocks, split_bytes = -1, -block.size  # a free split block taken whole
-            else:
-                split_blocks = split_bytes = 0
-        block.allocated = True
-        block.requested_size = size
-        block.context = context
-        if self.history.enabled:
-            self.history.record("alloc", block.address, size, stream, context)
-        self._by_address[block.address] = block
-        self.stats.record_alloc(pool.stat_index, block.size, size, split_blocks, split_bytes)
-        if block.size >= max_split:
-            single_increase(self.stats.oversize_allocations, 1)
-        return block
 
     def allocate(self, nbytes: int, stream: int = 0) -> Block | None:
         """Tensor-storage allocation: None for 0 bytes, torch's 1 EB guard, then :meth:`malloc`."""
@@ -243,13 +250,13 @@ class CachingAllocator:
         lock.acquire()
         try:
             if not block.allocated:
-                raise RuntimeError(f"double free of block at {block.address:#x}")
+                block = self._restored_block(block)
             if self._busy:
                 self._deferred.append(block)
                 return
             self._busy = True
             try:
-                self._free(block, context)
+                self._free_block(block, context, True)
             finally:
                 self._busy = False
                 if self._deferred:
@@ -257,30 +264,14 @@ class CachingAllocator:
         finally:
             lock.release()
 
-    def _free(self, block: Block, context: Frames | None) -> None:
-        del self._by_address[block.address]
-        block.allocated = False
-        size = block.size
-        if self.history.enabled:
-            self.history.record(
-                "free_requested",
-                block.address,
-                block.requested_size,
-                block.stream,
-                context or block.context,
-            )
-        if size >= self.config.max_split_size:
-            single_decrease(self.stats.oversize_allocations, 1)
-        if block.stream_uses:
-            self.stats.record_free_requested(block.pool.stat_index, size)
-            if self._captures:
-                # events may not be recorded during a capture: wait until none is under way
-                self._pending.add(block)
-                self._after_capture.append(block)
-            else:
-                self._insert_events(block)
-        else:
-            self._free_block(block, context, True)
+    def _restored_block(self, block: Block) -> Block:
+        """The block to free for ``block``, which is not allocated: the one allocated now
+        at its address if a checkpoint restore freed it (see _allocator_checkpoint)."""
+        address = self._restored.pop(block, None)
+        current = self._by_address.get(address) if address is not None else None
+        if current is None:
+            raise RuntimeError(f"double free of block at {block.address:#x}")
+        return current
 
     def _free_deferred(self) -> None:
         """Complete the frees that arrived during an operation (lock held, not busy)."""
@@ -289,7 +280,7 @@ class CachingAllocator:
             while self._deferred:
                 block = self._deferred.pop(0)
                 if block.allocated:
-                    self._free(block, None)
+                    self._free_block(block, None, True)
         finally:
             self._busy = False
 
@@ -495,9 +486,30 @@ class CachingAllocator:
     ) -> None:
         """Return a block whose uses have all completed to its pool, merging neighbours.
 
-        ``requested_now``: the free was requested in this same call (its
-        allocation statistics have not been updated yet).
+        ``requested_now``: its user gives it back in this call (a free): the address
+        map, the history and the oversize count are updated first, and a block still
+        used on other streams becomes pending instead, until their events complete.
         """
+        if requested_now:
+            del self._by_address[block.address]
+            block.allocated = False
+            if self.history.enabled:
+                self.history.record(
+                    "free_requested", block.address, block.requested_size, block.stream,
+                    context or block.context,
+                )
+            if block.size >= self.config.max_split_size:
+                single_decrease(self.stats.oversize_allocations, 1)
+            if block.stream_uses:
+                self.stats.record_free_requested(block.pool.stat_index, block.size)
+                if self._captures:
+                    # events may not be recorded during a capture: wait until none is
+                    # under way
+                    self._pending.add(block)
+                    self._after_capture.append(block)
+                else:
+                    self._insert_events(block)
+                return
         if self.history.enabled:
             self.history.record(
                 "free_completed", block.address, block.requested_size, block.stream,
@@ -546,7 +558,20 @@ class CachingAllocator:
         if absorbed is None:
             pool.insert(block)
         else:
-            pool.replace(absorbed, block)
+            # pool.replace(absorbed, block), written out for its common case: the
+            # block's key, larger than the absorbed one's, takes that slot when no
+            # other key lies between them.
+            block.gc_count_base = pool.gc_calls
+            keys, blocks = pool.lists[block.stream]
+            index = bisect_left(keys, absorbed.size << 64 | absorbed.address)
+            key = size << 64 | block.address
+            if index + 1 == len(keys) or key < keys[index + 1]:
+                keys[index] = key
+                blocks[index] = block
+            else:
+                del keys[index]
+                del blocks[index]
+                pool.insert(block)
         if prev is not None or nxt is not None:
             net_blocks += 1
             net_bytes += size
@@ -601,20 +626,19 @@ class CachingAllocator:
         if max_split == SIZE_MAX:
             return False
         target = max(size, max_split)
-        keys = pool.keys.get(stream, [])
+        keys, blocks = pool.lists.get(stream, ([], []))
         index = bisect_left(keys, target << 64)
         if index < len(keys):
-            block = pool.blocks[keys[index] & _ADDRESS_MASK]
+            block = blocks[index]
             # A split block cannot go back to the source (torch would fail here).
             if block.is_split():
                 return False
             self._release_block(block, context)
             return True
         released = 0
-        for key in reversed(keys[:index]):
+        for block in reversed(blocks[:index]):
             if released >= target:
                 break
-            block = pool.blocks[key & _ADDRESS_MASK]
             if block.size < max_split:
                 break
             if not block.is_split():

@@ -8,6 +8,8 @@ what makes ``memory_allocated()`` move with tensor lifetimes exactly as in torch
 
 from __future__ import annotations
 
+from refimpl._device import cuda_device
+from refimpl._storage import UntypedStorage
 from refimpl.cuda import _allocator, _device, _lazy, streams
 from refimpl.cuda._allocator_core import _ONE_EXABYTE
 from refimpl.cuda._lazy import _lazy_init
@@ -63,39 +65,43 @@ _new = object.__new__
 _stream_tls = streams._tls  # this thread's current streams (see current_stream_handle)
 
 
-def allocate_on(nbytes: int, index: int) -> DeviceAllocation:
-    """A fresh allocation on device ``index`` (checked once per device).
+def new_storage(nbytes: int, dev) -> UntypedStorage:
+    """A fresh ``UntypedStorage`` of ``nbytes`` on ``dev`` (an indexed cuda device).
 
-    ``DeviceAllocation(nbytes, index)`` written out: this runs for every CUDA tensor
-    made. The block is taken before the object exists, so a failed allocation
-    leaves nothing for the finalizer.
+    ``DeviceAllocation(nbytes, index)`` and the storage's construction written out in
+    one function: this runs for every CUDA tensor made (``empty`` and every op's
+    output). An allocation that fails leaves an object without a block, which its
+    finalizer skips.
     """
     if not _lazy._initialized:
         _lazy_init()
-    try:
-        alloc = _allocators[index]
-    except KeyError:
+    index = dev.index
+    alloc = _allocators.get(index)
+    if alloc is None:
         _device._check_ordinal(index)
         alloc = _allocator.get_device_allocator(index)
+    allocation = _new(DeviceAllocation)
     if nbytes:
         # streams.current_stream_handle(index), written out
         table = _stream_tls.streams
         current = table.get(index) if table else None
         stream = 0 if current is None else current.cuda_stream
         # allocate() applies torch's 1 EB guard; below it, malloc() is what it calls
-        block = (alloc.malloc(nbytes, stream) if nbytes < _ONE_EXABYTE
-                 else alloc.allocate(nbytes, stream))
-        allocation = _new(DeviceAllocation)
-        allocation.block = block
+        block = allocation.block = (alloc.malloc(nbytes, stream) if nbytes < _ONE_EXABYTE
+                                    else alloc.allocate(nbytes, stream))
         allocation.ptr = block.address
     else:
-        allocation = _new(DeviceAllocation)
         allocation.block = None
         allocation.ptr = 0
     allocation._allocator = alloc
     allocation.nbytes = nbytes
     allocation.device_index = index
-    return allocation
+    storage = _new(UntypedStorage)
+    storage.device = dev
+    storage._nbytes = nbytes
+    storage._resizable = True
+    storage._data = allocation
+    return storage
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:
@@ -130,3 +136,67 @@ def record_stream(storage, stream) -> None:
         if stream.device_index != alloc.device_index and key != block.stream:
             key = (stream.device_index, key)
         alloc._allocator.record_stream(block, key)
+
+
+
+def storage_from_pointer(data_ptr: int, dev, nbytes: int) -> UntypedStorage:
+    """A storage over ``nbytes`` of device memory at ``data_ptr`` that it does not own
+    (torch's ``_construct_storage_from_data_pointer``): its death frees nothing, until a
+    checkpoint restore gives it a block (:func:`set_checkpoint_pool_state`)."""
+    if not _lazy._initialized:
+        _lazy_init()
+    allocation = _new(DeviceAllocation)
+    allocation.block = allocation._allocator = None
+    allocation.ptr = int(data_ptr)
+    allocation.nbytes = int(nbytes)
+    allocation.device_index = dev.index if dev.index is not None else _device.current_device()
+    storage = _new(UntypedStorage)
+    storage.device = cuda_device(allocation.device_index)
+    storage._nbytes = allocation.nbytes
+    storage._resizable = False
+    storage._data = allocation
+    return storage
+
+
+def set_checkpoint_pool_state(device_index: int, state, stale_storages: list,
+                              storages_to_add_deleters_to: list) -> None:
+    """Set a private pool back to a checkpoint and hand its blocks to storages.
+
+    torch's ``_cuda_setCheckpointPoolState`` (see ``_allocator_checkpoint``): the
+    ``stale_storages`` are live storages whose blocks the restore frees for good, and
+    their deaths must then free nothing; each storage of ``storages_to_add_deleters_to``
+    whose address the restore allocates becomes the owner of that block (its death
+    frees it). A restored block no storage takes stays allocated until freed by address.
+    """
+    from refimpl.cuda._allocator_checkpoint import set_checkpoint_state
+
+    alloc = _allocator.get_device_allocator(device_index)
+    stale = list({id(s): s for s in stale_storages}.values())
+    freed, created = set_checkpoint_state(alloc, state)
+    created_at = {block.address for block in created}
+    definitely_freed = sum(1 for address in freed if address not in created_at)
+    if len(stale) < definitely_freed:
+        raise RuntimeError(
+            "Any stale tensors which are being manually freed must be passed to set checkpoint")
+    freed_set = set(freed)
+    for storage in stale:
+        allocation = storage._data
+        if allocation.ptr not in freed_set:
+            raise RuntimeError(
+                "Expected allocated_pointer != definitely_stale_pointers.end() to be true, "
+                "but got false.  (Could this error message be improved?  If so, please "
+                "report an enhancement request to PyTorch.)")
+        if allocation._allocator is not alloc:
+            raise RuntimeError("Unexpected deleter function on storage, could not swap function")
+        if allocation.block is not None:
+            alloc._restored.pop(allocation.block, None)
+        allocation.block = allocation._allocator = None
+    owners = {s._data.ptr: s for s in storages_to_add_deleters_to}
+    for block in created:
+        storage = owners.get(block.address)
+        if storage is not None:
+            allocation = storage._data
+            if allocation._allocator is not None:
+                raise RuntimeError(" Not expecting deleter function")
+            allocation.block = block
+            allocation._allocator = alloc

@@ -195,7 +195,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
         shape = size
     else:
         shape = _shape_args(size)
-    dt = D.get_default_dtype() if dtype is None else D.dtype_from_any(dtype)
+    dt = D._default_dtype if dtype is None else D.dtype_from_any(dtype)  # (no call)
     if device is None:
         dev = _device.DEFAULT  # CPU unless set_default_device chose another
     elif device.__class__ is str and device == "cuda" and not MODE_STACK:
@@ -203,7 +203,8 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
         global _cuda_current_index
         if _cuda_current_index is None:
             from refimpl.cuda import current_device as _cuda_current_index
-        dev = cuda_device(_cuda_current_index())
+        index = _cuda_current_index()
+        dev = _device._CUDA.get(index) or cuda_device(index)
     else:
         dev = resolve(device)
     if dev.type == "cuda" and not MODE_STACK:
