@@ -138,7 +138,6 @@ def record_stream(storage, stream) -> None:
         alloc._allocator.record_stream(block, key)
 
 
-
 def storage_from_pointer(data_ptr: int, dev, nbytes: int) -> UntypedStorage:
     """A storage over ``nbytes`` of device memory at ``data_ptr`` that it does not own
     (torch's ``_construct_storage_from_data_pointer``): its death frees nothing, until a

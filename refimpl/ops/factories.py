@@ -6,7 +6,7 @@ import contextlib
 
 import numpy as np
 
-from refimpl import _device
+from refimpl import _device, _dispatch
 from refimpl import _dtype as D
 from refimpl._device import as_device, cuda_device, resolve
 from refimpl._dispatch import MODE_STACK
@@ -207,7 +207,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
         dev = _device._CUDA.get(index) or cuda_device(index)
     else:
         dev = resolve(device)
-    if dev.type == "cuda" and not MODE_STACK:
+    if dev.type == "cuda" and not MODE_STACK and _dispatch.PROFILE_LAYER is None:
         t = Tensor._empty(shape, dt, dev)  # _empty_cuda(zeroed=False), without the call
     else:
         t = empty_op(shape, dtype=dt, device=dev)
