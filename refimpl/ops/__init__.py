@@ -19,7 +19,7 @@ MODULES = [
     "comparison", "clamp", "activation", "printing",
     "views", "views_dtype", "slicing", "views_inplace", "views_properties",
     "broadcast", "shape", "indexing", "gather_scatter", "scatter_reduce", "masked",
-    "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop",
+    "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop", "amp_ops",
 ]
 
 loaded: list = []

@@ -1,0 +1,1 @@
+from .grad_scaler import GradScaler
