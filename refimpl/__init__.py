@@ -144,3 +144,4 @@ def __getattr__(name: str):
 
         return importlib.import_module(f"refimpl.{name}")
     raise AttributeError(f"module 'refimpl' has no attribute '{name}'")
+from refimpl.amp import GradScaler

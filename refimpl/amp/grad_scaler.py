@@ -165,7 +165,7 @@ class GradScaler:
             for group in optimizer.param_groups:
                 for param in group["params"]:
                     if not isinstance(param, Tensor):
-                        raise AssertionError(
+                        raise AssertionError(  # noqa: TRY004 - torch's exception type
                             f"expected param to be torch.Tensor, got {type(param).__name__}")
                     grad = param.grad
                     if grad is None:

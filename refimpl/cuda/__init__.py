@@ -226,7 +226,6 @@ def get_sync_debug_mode() -> int:
     return _sync_debug.get_mode()
 
 
-from refimpl.cuda import _sync_debug
-from refimpl.cuda import amp
+from refimpl.cuda import _sync_debug, amp
 
 __all__ += ["get_sync_debug_mode", "set_sync_debug_mode"]

@@ -43,7 +43,7 @@ def set_mode(debug_mode: int | str) -> None:
         debug_mode = _MODES[debug_mode]
     _warn_prototype()
     if isinstance(debug_mode, bool) or not isinstance(debug_mode, numbers.Integral):
-        raise RuntimeError("invalid argument to set_sync_debug_mode")
+        raise RuntimeError("invalid argument to set_sync_debug_mode")  # noqa: TRY004 - torch's
     if not 0 <= int(debug_mode) <= 2:
         raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")
     _mode = int(debug_mode)

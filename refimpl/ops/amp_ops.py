@@ -90,7 +90,7 @@ def _dense(t: Tensor) -> bool:
 def _unscale_cuda(self, found_inf: Tensor, inv_scale: Tensor) -> None:
     grads = _check_grad_list(self)
     if not grads:
-        return None
+        return
     if inv_scale.device.type != "cuda":
         raise RuntimeError("inv_scale must be a CUDA tensor.")
     if found_inf.device.type != "cuda":
@@ -116,7 +116,7 @@ def _unscale_cuda(self, found_inf: Tensor, inv_scale: Tensor) -> None:
         _amp_kernels.unscale_(grad, found_inf, inv_scale)
         grad._version_counter.bump()
     found_inf._version_counter.bump()
-    return None
+    return
 
 
 _amp_foreach_non_finite_check_and_unscale_ = defop(
