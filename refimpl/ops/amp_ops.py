@@ -17,7 +17,8 @@ scale_backoff_factor, growth_interval)``
 
 Both have a CPU kernel (numpy) and a CUDA kernel (``refimpl/cuda/_amp_kernels.py``) that
 reads the flags and scale on the device, so a training step never waits for the GPU.
-Torch's argument checks and messages, in torch's order, per device.
+Torch's argument checks and messages, in torch's order, per device. As in torch, only the
+scale's version counter moves (the gradients, found_inf and the growth tracker keep theirs).
 """
 
 from __future__ import annotations
@@ -79,8 +80,6 @@ def _unscale_cpu(self, found_inf: Tensor, inv_scale: Tensor) -> None:
         if inv != 1.0:
             with np.errstate(all="ignore"):
                 arr[...] = (values * compute(inv)).astype(arr.dtype)
-        grad._version_counter.bump()
-    found_inf._version_counter.bump()
 
 
 def _dense(t: Tensor) -> bool:
@@ -114,8 +113,6 @@ def _unscale_cuda(self, found_inf: Tensor, inv_scale: Tensor) -> None:
             name = f"{_FOREACH}_cuda" if batched else "_amp_non_finite_check_and_unscale_cuda"
             raise _not_implemented(name, grad.dtype)
         _amp_kernels.unscale_(grad, found_inf, inv_scale)
-        grad._version_counter.bump()
-    found_inf._version_counter.bump()
     return
 
 
@@ -164,7 +161,6 @@ def _update_cpu(self: Tensor, growth_tracker: Tensor, found_inf: Tensor,
     self._np[...] = scale
     growth_tracker._np[...] = np.int64(tracker).astype(np.int32)
     self._version_counter.bump()
-    growth_tracker._version_counter.bump()
     return self
 
 
@@ -181,7 +177,6 @@ def _update_cuda(self: Tensor, growth_tracker: Tensor, found_inf: Tensor,
     _amp_kernels.update_scale_(self, growth_tracker, found_inf, scale_growth_factor,
                                scale_backoff_factor, growth_interval)
     self._version_counter.bump()
-    growth_tracker._version_counter.bump()
     return self
 
 
