@@ -209,3 +209,33 @@ def test_cuda_kernels_compile(dtype):
     image = _driver.nvrtc_compile(source, "amp.cu", [*_nvrtc._OPTIONS, "--gpu-architecture=sm_90"],
                                   cubin=True)
     assert len(image) > 0
+
+
+def test_cuda_launch_arguments_describe_the_strided_gradient(monkeypatch):
+    """What the unscale and update launches pass to the driver (no GPU: the launch is
+    recorded): a transposed gradient keeps its strides, the factors travel as doubles."""
+    from refimpl.cuda import _amp_kernels, _driver, _nvrtc
+
+    launches = []
+    monkeypatch.setattr(_nvrtc, "get_function", lambda source, name, dev: (name, source))
+    monkeypatch.setattr(_driver, "launch", lambda *a: launches.append(a))
+    monkeypatch.setattr(_amp_kernels, "device_index", lambda x: 0)
+    monkeypatch.setattr(_amp_kernels, "ptr", lambda x: 4096 + x.storage_offset())
+    monkeypatch.setattr(_amp_kernels, "stream", lambda dev: 7)
+    g = t.zeros((300, 4), dtype=t.float16).t()[:, 1:]
+    _amp_kernels.unscale_(g, t.zeros(()), t.ones(()))
+    dev, (name, source), grid, block, args, stream = launches[0]
+    meta = args[1]
+    assert (dev, name, stream, block) == (0, "unscale", 7, (256, 1, 1))
+    assert "typedef unsigned short T;" in source and "typedef float A;" in source
+    assert grid == (5, 1, 1)  # 1196 elements in blocks of 256
+    assert (meta.n, meta.ndim) == (4 * 299, 2)
+    assert list(meta.sizes[:2]) == [4, 299] and list(meta.dst_strides[:2]) == [1, 4]
+    assert args[0].value == 4096 + g.storage_offset()
+    scale, tracker = t.ones(()), t.zeros((), dtype=t.int32)
+    _amp_kernels.update_scale_(scale, tracker, t.zeros(()), 2.0, 0.5, 2000)
+    dev, (name, _), grid, block, args, stream = launches[1]
+    assert (name, grid, block) == ("update_scale", (1, 1, 1), (1, 1, 1))
+    assert [type(a).__name__ for a in args] == [
+        "c_ulong", "c_ulong", "c_ulong", "c_double", "c_double", "c_int"]
+    assert (args[3].value, args[4].value, args[5].value) == (2.0, 0.5, 2000)
