@@ -204,6 +204,11 @@ class BackwardHook:
                 local = self.grad_outputs
                 if self.input_tensors_index is None:
                     # no input requires grad: the user's hooks run here, with no grad_input
+                    warnings.warn("Full backward hook is firing when gradients are computed "
+                                  "with respect to module outputs since no inputs require "
+                                  "gradients. See https://docs.pytorch.org/docs/main/generated/"
+                                  "torch.nn.Module.html#torch.nn.Module.register_full_backward_"
+                                  "hook for more details.", stacklevel=5)
                     grad_inputs = _pack_with_none([], [], self.n_inputs)
                     for user_hook in self.user_hooks:
                         res = user_hook(self.module, grad_inputs, self.grad_outputs)

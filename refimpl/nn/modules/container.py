@@ -213,7 +213,8 @@ def _pairs(name: str, values) -> Iterable:
     if isinstance(values, (OrderedDict, ModuleDict, ParameterDict)):
         return list(values.items())
     if isinstance(values, Mapping):
-        return sorted(values.items())
+        # ParameterDict sorts a plain mapping's keys; ModuleDict keeps its order (torch)
+        return sorted(values.items()) if name == "ParametersDict" else list(values.items())
     out = []
     for j, m in enumerate(values):
         if not isinstance(m, Iterable):

@@ -16,10 +16,30 @@ from collections.abc import Callable, Iterator
 from refimpl._tensor import Tensor
 from refimpl.nn.modules import _hooks as H
 from refimpl.nn.modules._hook_registration import HookRegistrationMixin
+from refimpl.nn.modules._hooks import (
+    register_module_backward_hook,
+    register_module_buffer_registration_hook,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+    register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
+)
 from refimpl.nn.modules._state_dict import StateDictMixin
 from refimpl.nn.parameter import Buffer, Parameter
 
-__all__ = ["Module"]
+__all__ = [
+    "Module",
+    "register_module_backward_hook",
+    "register_module_buffer_registration_hook",
+    "register_module_forward_hook",
+    "register_module_forward_pre_hook",
+    "register_module_full_backward_hook",
+    "register_module_full_backward_pre_hook",
+    "register_module_module_registration_hook",
+    "register_module_parameter_registration_hook",
+]
 
 
 def typename(obj) -> str:
@@ -440,9 +460,12 @@ class Module(HookRegistrationMixin, StateDictMixin):
                             f"got desired dtype={dtype}")
 
         def convert(t: Tensor) -> Tensor:
+            options = {"non_blocking": non_blocking}
+            if dev is not None:
+                options["device"] = dev
             if dtype is not None and (t.is_floating_point() or t.is_complex()):
-                return t.to(dev, dtype, non_blocking)
-            return t.to(dev, non_blocking=non_blocking)
+                options["dtype"] = dtype
+            return t.to(**options)
 
         return self._apply(convert)
 

@@ -28,7 +28,7 @@ class _NormBase(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None,
-                 dtype=None) -> None:
+                 dtype=None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -37,7 +37,10 @@ class _NormBase(Module):
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = empty_param(num_features, device=device, dtype=dtype)
-            self.bias = empty_param(num_features, device=device, dtype=dtype)
+            if bias:
+                self.bias = empty_param(num_features, device=device, dtype=dtype)
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -68,14 +71,16 @@ class _NormBase(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
         raise NotImplementedError
 
     def extra_repr(self) -> str:
         return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, "
-                "track_running_stats={track_running_stats}".format(**self.__dict__))
+                "bias={use_bias}, track_running_stats={track_running_stats}".format(
+                    **self.__dict__, use_bias=self.bias is not None))
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs) -> None:
@@ -173,25 +178,29 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return ("{normalized_shape}, eps={eps}, "
-                "elementwise_affine={elementwise_affine}".format(**self.__dict__))
+        return ("{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}, "
+                "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
 
 
 class GroupNorm(Module):
     """Normalise each of ``num_groups`` channel groups, with a per-channel affine map."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
-                 affine: bool = True, device=None, dtype=None) -> None:
+                 affine: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
         if num_channels % num_groups != 0:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
         if affine:
             self.weight = empty_param(num_channels, device=device, dtype=dtype)
-            self.bias = empty_param(num_channels, device=device, dtype=dtype)
+            if bias:
+                self.bias = empty_param(num_channels, device=device, dtype=dtype)
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -201,14 +210,16 @@ class GroupNorm(Module):
         """Weight 1, bias 0."""
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
         """``F.group_norm``."""
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return "{num_groups}, {num_channels}, eps={eps}, affine={affine}".format(**self.__dict__)
+        return ("{num_groups}, {num_channels}, eps={eps}, affine={affine}, "
+                "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
 
 
 class RMSNorm(Module):
