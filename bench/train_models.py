@@ -5,39 +5,47 @@ with SGD and momentum; ``make_transformer(lib)``: one pre-norm transformer block
 attention, layer norm, GELU MLP) with a linear head, trained with AdamW. ``lib`` is the
 ``torch`` or ``refimpl`` module. ``train(...)`` runs steps on fixed seeded batches and
 returns the losses; ``copy_weights`` loads torch's initial weights into a refimpl model
-through ``load_state_dict``. The unit tests and ``bench_train.py`` both use them.
+through ``load_state_dict``. The unit tests use the ``"test"`` sizes (a few seconds for
+100 steps); ``bench_train.py`` also times the larger ``"bench"`` sizes, where the
+arithmetic rather than the per-op overhead sets the step time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-CNN_BATCH, CNN_SHAPE, CNN_CLASSES = 8, (3, 12, 12), 10
-TF_BATCH, TF_SEQ, TF_DIM, TF_HEADS, TF_CLASSES = 8, 6, 16, 2, 5
+CNN_CLASSES, TF_HEADS, TF_CLASSES = 10, 2, 5
+SIZES = {
+    "test": {"cnn_batch": 8, "image": 12, "width": 8, "tf_batch": 8, "seq": 6, "dim": 16},
+    "bench": {"cnn_batch": 32, "image": 32, "width": 16, "tf_batch": 32, "seq": 32,
+              "dim": 64},
+}
+TF_DIM = SIZES["test"]["dim"]
 
 
-def make_cnn(lib):
-    """conv(3->8) BN ReLU pool conv(8->16) BN ReLU pool flatten linear(144->10)."""
+def make_cnn(lib, size: str = "test"):
+    """conv(3->w) BN ReLU pool conv(w->2w) BN ReLU pool flatten linear(->10)."""
     nn = lib.nn
+    w, side = SIZES[size]["width"], SIZES[size]["image"] // 4
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(16 * 3 * 3, CNN_CLASSES))
+        nn.Conv2d(3, w, 3, padding=1), nn.BatchNorm2d(w), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(w, 2 * w, 3, padding=1), nn.BatchNorm2d(2 * w), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(2 * w * side * side, CNN_CLASSES))
 
 
-def make_transformer(lib):
+def make_transformer(lib, size: str = "test"):
     """A pre-norm transformer block over (batch, seq, dim) and a mean-pooled linear head."""
     nn = lib.nn
+    dim = SIZES[size]["dim"]
 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.ln1 = nn.LayerNorm(TF_DIM)
-            self.attn = nn.MultiheadAttention(TF_DIM, TF_HEADS, batch_first=True)
-            self.ln2 = nn.LayerNorm(TF_DIM)
-            self.mlp = nn.Sequential(nn.Linear(TF_DIM, 4 * TF_DIM), nn.GELU(),
-                                     nn.Linear(4 * TF_DIM, TF_DIM))
-            self.head = nn.Linear(TF_DIM, TF_CLASSES)
+            self.ln1 = nn.LayerNorm(dim)
+            self.attn = nn.MultiheadAttention(dim, TF_HEADS, batch_first=True)
+            self.ln2 = nn.LayerNorm(dim)
+            self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+            self.head = nn.Linear(dim, TF_CLASSES)
 
         def forward(self, x):
             h = self.ln1(x)
@@ -55,13 +63,15 @@ def make_optimizer(lib, kind: str, model):
     return lib.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
 
 
-def batches(kind: str, steps: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+def batches(kind: str, steps: int, size: str = "test",
+            seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """``steps`` seeded (inputs, labels) batches, cycling through 4 distinct ones."""
     rng = np.random.default_rng(seed)
+    sz = SIZES[size]
     if kind == "cnn":
-        shape, classes = (CNN_BATCH, *CNN_SHAPE), CNN_CLASSES
+        shape, classes = (sz["cnn_batch"], 3, sz["image"], sz["image"]), CNN_CLASSES
     else:
-        shape, classes = (TF_BATCH, TF_SEQ, TF_DIM), TF_CLASSES
+        shape, classes = (sz["tf_batch"], sz["seq"], sz["dim"]), TF_CLASSES
     data = [(rng.standard_normal(shape).astype(np.float32),
              rng.integers(0, classes, shape[0]).astype(np.int64)) for _ in range(4)]
     return [data[i % 4] for i in range(steps)]
@@ -92,11 +102,11 @@ def train(lib, kind: str, model, steps: int, device: str = "cpu") -> list[float]
     return [train_step(lib, model, opt, *data[i % len(data)]).item() for i in range(steps)]
 
 
-def paired_models(kind: str, torch, refimpl, device: str = "cpu"):
+def paired_models(kind: str, torch, refimpl, device: str = "cpu", size: str = "test"):
     """A torch model (CPU, seeded init) and a refimpl model with the same weights."""
     torch.manual_seed(0)
     make = make_cnn if kind == "cnn" else make_transformer
-    tm = make(torch)
-    rm = make(refimpl)
+    tm = make(torch, size)
+    rm = make(refimpl, size)
     copy_weights(tm, rm, refimpl)
     return tm, rm.to(device)

@@ -158,7 +158,11 @@ class _ConvTranspose(_ConvNd):
         output_padding = self.output_padding
         if output_size is not None:
             output_padding = self._output_padding(input, output_size)
-        conv = getattr(F, f"conv_transpose{self._dims}d")
+        name = f"conv_transpose{self._dims}d"
+        conv = getattr(F, name, None)
+        if conv is None:
+            raise NotImplementedError(f"{type(self).__name__} needs refimpl.nn.functional."
+                                      f"{name}, which refimpl does not implement yet")
         return conv(input, self.weight, self.bias, self.stride, self.padding, output_padding,
                     self.groups, self.dilation)
 
