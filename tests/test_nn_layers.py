@@ -174,3 +174,39 @@ def test_loss_matches_torch(spec, kind):
     for a, e in zip(run(refimpl), run(torch), strict=True):
         np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
+
+
+RNNS = [
+    ("LSTM(3, 4)", False),
+    ("LSTM(3, 5, num_layers=2, proj_size=2, bidirectional=True, batch_first=True)", True),
+    ("GRU(3, 4, num_layers=2, bias=False)", False),
+    ("GRU(3, 4, bidirectional=True)", False),
+    ("RNN(3, 4, nonlinearity='relu', num_layers=2)", False),
+    ("RNN(3, 4)", "unbatched"),
+]
+
+
+@pytest.mark.parametrize(("spec", "first"), RNNS, ids=[s for s, _ in RNNS])
+def test_recurrent_layer_matches_torch(spec, first):
+    torch.manual_seed(0)
+    tm = eval("torch.nn." + spec)
+    initial = {k: refimpl.tensor(v.numpy()) for k, v in tm.state_dict().items()}
+
+    def run(lib):
+        rng = np.random.default_rng(4)
+        shape = (5, 3) if first == "unbatched" else ((2, 5, 3) if first else (5, 2, 3))
+        x = lib.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+        m = tm if lib is torch else eval("refimpl.nn." + spec)
+        if lib is not torch:
+            m.load_state_dict(initial)
+        out, hidden = m(x)
+        hs = list(hidden) if isinstance(hidden, tuple) else [hidden]
+        (out.sum() + sum(h.sum() for h in hs)).backward()
+        return [out, *hs, x.grad, *(p.grad for p in m.parameters())]
+
+    assert repr(eval("refimpl.nn." + spec)) == repr(tm)
+    assert [n for n, _ in eval("refimpl.nn." + spec).named_parameters()] == \
+        [n for n, _ in tm.named_parameters()]
+    for a, e in zip(run(refimpl), run(torch), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)

@@ -19,8 +19,20 @@ def _alias(data: Tensor, cls: type) -> Tensor:
     return t
 
 
-class Parameter(Tensor):
-    """A tensor that is a module parameter: ``Parameter(data=None, requires_grad=True)``."""
+class _ParameterMeta(type(Tensor)):
+    # a tensor flagged ``_is_param`` (a fake tensor made from a Parameter) counts as one
+    def __instancecheck__(cls, instance) -> bool:
+        if cls is Parameter and isinstance(instance, Tensor) and getattr(instance, "_is_param",
+                                                                        False):
+            return True
+        return super().__instancecheck__(instance)
+
+
+class Parameter(Tensor, metaclass=_ParameterMeta):
+    """A tensor that is a module parameter: ``Parameter(data=None, requires_grad=True)``.
+
+    Over a fake tensor's data the result is a fake tensor flagged ``_is_param``, which
+    ``isinstance(x, Parameter)`` accepts (as torch's parameter metaclass does)."""
 
     _is_param = True
 
@@ -33,6 +45,8 @@ class Parameter(Tensor):
             raise TypeError(
                 f"Parameter.__new__ expects a Tensor for 'data', got {type(data).__name__}")
         p = _alias(data.detach(), cls)
+        if not isinstance(p, cls):
+            p._is_param = True  # a fake tensor's storage made its own tensor class
         p.requires_grad_(requires_grad)
         return p
 

@@ -90,12 +90,16 @@ from refimpl.nn.modules.pooling import (
     MaxPool2d,
     MaxPool3d,
 )
+from refimpl.nn.modules.rnn import GRU, LSTM, RNN, RNNBase
 
 __all__ = [
     "CELU",
     "ELU",
     "GELU",
     "GLU",
+    "GRU",
+    "LSTM",
+    "RNN",
     "SELU",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
@@ -155,6 +159,7 @@ __all__ = [
     "ParameterDict",
     "ParameterList",
     "RMSNorm",
+    "RNNBase",
     "ReLU",
     "ReLU6",
     "Sequential",
