@@ -97,6 +97,7 @@ MHA = [
     ({"add_bias_kv": True, "add_zero_attn": True}, {}),
     ({}, {"attn_mask": "bool", "key_padding_mask": True}),
     ({}, {"attn_mask": "float", "need_weights": False}),
+    ({"batch_first": True}, {"self": True}),
 ]
 
 
@@ -114,11 +115,13 @@ def test_multihead_attention_matches_torch(ctor, call):
         q = arr(n, lq, e) if first else arr(lq, n, e)
         k = arr(n, ls, kd) if first else arr(ls, n, kd)
         v = arr(n, ls, vd) if first else arr(ls, n, vd)
+        if call.get("self"):
+            k = v = q
         m = tm if lib is torch else refimpl.nn.MultiheadAttention(4, 2, **ctor)
         if lib is not torch:
             m.load_state_dict({key: refimpl.tensor(val.numpy())
                                for key, val in tm.state_dict().items()})
-        kwargs = dict(call)
+        kwargs = {key: val for key, val in call.items() if key != "self"}
         if kwargs.get("attn_mask") == "bool":
             kwargs["attn_mask"] = lib.tensor(np.triu(np.ones((lq, ls), bool), 1))
         elif kwargs.get("attn_mask") == "float":

@@ -86,9 +86,12 @@ class MultiheadAttention(Module):
         if self.bias_v is not None:
             init.xavier_normal_(self.bias_v)
 
-    def _project(self, query: Tensor, key: Tensor, value: Tensor):
+    def _project(self, query: Tensor, key: Tensor, value: Tensor, same: bool):
         e = self.embed_dim
         b = self.in_proj_bias
+        if same and self._qkv_same_embed_dim:
+            # self-attention: one projection with the packed weight, split in three
+            return F.linear(query, self.in_proj_weight, b).chunk(3, -1)
         bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
@@ -107,6 +110,7 @@ class MultiheadAttention(Module):
                                "the Transformer module method `generate_square_subsequent_mask`"
                                " to create this mask.")
         batched = query.dim() == 3
+        same = query is key and key is value
         if not batched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
@@ -115,7 +119,7 @@ class MultiheadAttention(Module):
             query, key, value = (x.transpose(1, 0) for x in (query, key, value))
         tgt_len, bsz, _ = query.shape
         heads, hd = self.num_heads, self.head_dim
-        q, k, v = self._project(query, key, value)
+        q, k, v = self._project(query, key, value, same)
         attn_mask = _float_mask(attn_mask, q)
         if attn_mask is not None and attn_mask.dim() == 2:
             attn_mask = attn_mask.unsqueeze(0)
