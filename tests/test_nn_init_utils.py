@@ -106,3 +106,14 @@ def test_clip_grad_value_and_vectors():
         nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
     with pytest.raises(TypeError, match="expected torch.Tensor, but got: int"):
         nn.utils.vector_to_parameters(3, [])
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (3, 8), (4, 2, 3)])
+def test_orthogonal_rows_or_columns_are_orthonormal(shape):
+    x = nn.init.orthogonal_(refimpl.empty(*shape), gain=2.0)
+    flat = x.numpy().reshape(shape[0], -1) / 2.0
+    small = min(flat.shape)
+    gram = flat.T @ flat if flat.shape[0] >= flat.shape[1] else flat @ flat.T
+    np.testing.assert_allclose(gram, np.eye(small), atol=1e-5)
+    with pytest.raises(ValueError, match="Only tensors with 2 or more dimensions are supported"):
+        nn.init.orthogonal_(refimpl.empty(3))

@@ -174,11 +174,37 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
-    """A (semi-)orthogonal matrix: needs a QR decomposition, which refimpl lacks."""
+    """A (semi-)orthogonal matrix (trailing dims flattened) times ``gain``: the Q factor,
+    with a positive diagonal of R, of a standard normal sample, as torch draws it.
+
+    The QR factorisation is a modified Gram-Schmidt in refimpl ops (refimpl has no
+    linalg.qr); with R's diagonal made positive both give the same Q.
+    """
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    raise NotImplementedError("nn.init.orthogonal_ needs a QR decomposition (linalg.qr), which "
-                              "refimpl does not implement")
+    if tensor.numel() == 0:
+        return tensor
+    from refimpl.ops.random import randn
+    from refimpl.ops.shape import stack
+
+    rows = tensor.size(0)
+    cols = tensor.numel() // rows
+    flat = randn(rows, cols, generator=generator, dtype=tensor.dtype, device=tensor.device)
+    if rows < cols:
+        flat = flat.t()
+    basis: list[Tensor] = []
+    for j in range(flat.size(1)):
+        v = flat[:, j]
+        for q in basis:
+            v = v - (q * v).sum() * q
+        basis.append(v / v.norm())
+    q = stack(basis, 1)
+    if rows < cols:
+        q = q.t()
+    with no_grad():
+        tensor.view_as(q).copy_(q)
+        tensor.mul_(gain)
+    return tensor
 
 
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
