@@ -75,6 +75,7 @@ from refimpl.ops.nn_pool import (
     max_pool2d,
     max_pool3d,
 )
+from refimpl.ops.nn_sample import affine_grid, grid_sample, interpolate
 from refimpl.ops.nn_shape import fold, one_hot, pad, pixel_shuffle, pixel_unshuffle, unfold
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -246,6 +247,30 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return where(input > 0, input, input * w)
 
 
+# -- resampling (spec NNF-080) ------------------------------------------------------------------
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """Deprecated alias of ``interpolate`` (warns as torch does)."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate "
+                  "instead.", UserWarning, stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(mode='nearest')``."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use "
+                  "nn.functional.interpolate instead.", UserWarning, stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(mode='bilinear', align_corners=True)``."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use "
+                  "nn.functional.interpolate instead.", UserWarning, stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
 # -- softmax family (spec NNF-014) ------------------------------------------------------------------
 
 def _softmax_dim(name: str, ndim: int) -> int:
@@ -281,19 +306,21 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "alpha_dropout",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "affine_grid",
+    "alpha_dropout",
     "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm", "bilinear",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
     "conv3d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
     "dropout1d", "dropout2d", "dropout3d", "elu", "embedding", "embedding_bag",
-    "feature_alpha_dropout", "fold", "gaussian_nll_loss", "gelu", "glu", "group_norm",
+    "feature_alpha_dropout", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hinge_embedding_loss",
-    "huber_loss", "instance_norm", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
+    "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
     "local_response_norm", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d",
     "max_pool2d", "max_pool3d", "mish", "mse_loss", "multilabel_soft_margin_loss",
     "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle",
     "pixel_unshuffle", "poisson_nll_loss", "prelu", "relu", "relu6", "relu_", "rms_norm",
     "rrelu", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
     "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink", "softsign", "tanh",
-    "tanhshrink", "threshold", "triplet_margin_loss", "unfold",
+    "tanhshrink", "threshold", "triplet_margin_loss", "unfold", "upsample", "upsample_bilinear",
+    "upsample_nearest",
 ]
