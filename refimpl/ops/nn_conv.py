@@ -80,8 +80,8 @@ def _check(input: Tensor, weight: Tensor, bias, stride, pads, dilation, groups, 
             f"Kernel size: ({' x '.join(map(str, kernel))}). Kernel size can't be greater than "
             "actual input size")
     if input.dtype is not weight.dtype:
-        raise RuntimeError(f"expected scalar type {weight.dtype._legacy} but found "
-                           f"{input.dtype._legacy}")
+        raise RuntimeError(f"expected scalar type {input.dtype._legacy} but found "
+                           f"{weight.dtype._legacy}")
     if bias is not None and bias.dtype is not input.dtype:
         raise RuntimeError(f"Input type ({_c_name(input.dtype)}) and bias type "
                            f"({_c_name(bias.dtype)}) should be the same")
