@@ -32,11 +32,11 @@ def _quiet():
 
 CONV2D = [
     ((2, 3, 7, 8), (4, 3, 3, 2), {}),
-    ((2, 4, 9, 9), (6, 2, 3, 3), dict(groups=2, stride=2, padding=1, dilation=2)),
-    ((3, 7, 7), (4, 3, 3, 3), dict(padding="same")),
-    ((1, 2, 6, 6), (2, 2, 2, 2), dict(padding="same")),
-    ((2, 3, 6, 5), (3, 3, 2, 2), dict(padding="valid", stride=(2, 1))),
-    ((2, 6, 5, 5), (6, 1, 3, 3), dict(groups=6, padding=(1, 2))),
+    ((2, 4, 9, 9), (6, 2, 3, 3), {"groups": 2, "stride": 2, "padding": 1, "dilation": 2}),
+    ((3, 7, 7), (4, 3, 3, 3), {"padding": "same"}),
+    ((1, 2, 6, 6), (2, 2, 2, 2), {"padding": "same"}),
+    ((2, 3, 6, 5), (3, 3, 2, 2), {"padding": "valid", "stride": (2, 1)}),
+    ((2, 6, 5, 5), (6, 1, 3, 3), {"groups": 6, "padding": (1, 2)}),
 ]
 
 
@@ -71,14 +71,14 @@ def test_conv1d_and_conv3d():
     ((2, 3), (4, 3, 3, 3), {}),
     ((1, 2, 5, 5), (4, 3, 3, 3), {}),
     ((1, 3, 2, 2), (4, 3, 3, 3), {}),
-    ((1, 6, 5, 5), (3, 3, 3, 3), dict(groups=2)),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(stride=0)),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(padding=-1)),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(dilation=0)),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(stride=2, padding="same")),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(padding="foo")),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(stride=(1, 2, 3))),
-    ((1, 3, 5, 5), (4, 3, 3, 3), dict(groups=0)),
+    ((1, 6, 5, 5), (3, 3, 3, 3), {"groups": 2}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"stride": 0}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"padding": -1}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"dilation": 0}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"stride": 2, "padding": "same"}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"padding": "foo"}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"stride": (1, 2, 3)}),
+    ((1, 3, 5, 5), (4, 3, 3, 3), {"groups": 0}),
     ((1, 3, 5, 5), (0, 3, 3, 3), {}),
 ])
 def test_conv2d_errors_match_torch(xs, ws, kw):
@@ -108,8 +108,8 @@ def test_pad_modes(mode, pads):
 def test_pad_constant_value_and_errors():
     check(fn("pad", pad=(2, 2), value=1.5), randint(0, 3, (1, 1, 3)))
     check(fn("pad", pad=(1, 0, 2, 1, 1, 1), value=-2.0), randn((2, 3, 4)), grad=True)
-    for kw in [dict(pad=(1,)), dict(pad=(1, 1, 1, 1, 1, 1)), dict(pad=(3, 3), mode="reflect"),
-               dict(pad=(1, 1), mode="foo"), dict(pad=(1, 1), mode="replicate", value=2.0)]:
+    for kw in [{"pad": (1,)}, {"pad": (1, 1, 1, 1, 1, 1)}, {"pad": (3, 3), "mode": "reflect"},
+               {"pad": (1, 1), "mode": "foo"}, {"pad": (1, 1), "mode": "replicate", "value": 2.0}]:
         check(fn("pad", **kw), randn((1, 3)))
     check(fn("pad", pad=(1, 1), mode="reflect"), randn((3,)))
     check(fn("pad", pad=(4, 1), mode="circular"), randn((1, 1, 3)))
@@ -130,9 +130,9 @@ def test_unfold_fold_and_pixel_shuffle():
     check(fn("pixel_unshuffle", downscale_factor=2), randn((2, 2, 3, 6)))
 
 
-MAX_POOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
-            dict(kernel_size=(2, 3), stride=(2, 1), dilation=(2, 1), ceil_mode=True),
-            dict(kernel_size=3, stride=2, ceil_mode=True, padding=1)]
+MAX_POOL = [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+            {"kernel_size": (2, 3), "stride": (2, 1), "dilation": (2, 1), "ceil_mode": True},
+            {"kernel_size": 3, "stride": 2, "ceil_mode": True, "padding": 1}]
 
 
 @pytest.mark.parametrize("kw", MAX_POOL)
@@ -178,8 +178,8 @@ def test_adaptive_pools_1d_3d():
           grad=True)
 
 
-@pytest.mark.parametrize("kw", [dict(kernel_size=3, padding=2), dict(kernel_size=2, stride=0),
-                                dict(kernel_size=(2, 2, 2))])
+@pytest.mark.parametrize("kw", [{"kernel_size": 3, "padding": 2}, {"kernel_size": 2, "stride": 0},
+                                {"kernel_size": (2, 2, 2)}])
 def test_pool_errors(kw):
     check(fn("max_pool2d", **kw), randn((1, 3, 4, 4)))
     check(fn("avg_pool2d", **kw), randn((1, 3, 4, 4)))
@@ -196,9 +196,9 @@ def test_pool_input_errors():
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5), (1, 2, 3, 4, 5)])
-@pytest.mark.parametrize("kw", [dict(size=7), dict(scale_factor=2), dict(scale_factor=1.7),
-                                dict(scale_factor=0.6), dict(size=3),
-                                dict(scale_factor=1.7, recompute_scale_factor=True)])
+@pytest.mark.parametrize("kw", [{"size": 7}, {"scale_factor": 2}, {"scale_factor": 1.7},
+                                {"scale_factor": 0.6}, {"size": 3},
+                                {"scale_factor": 1.7, "recompute_scale_factor": True}])
 def test_interpolate(shape, kw):
     linear = {3: "linear", 4: "bilinear", 5: "trilinear"}[len(shape)]
     for mode, corners in [("nearest", None), ("nearest-exact", None), ("area", None),
@@ -208,10 +208,10 @@ def test_interpolate(shape, kw):
         check(fn("interpolate", mode=mode, align_corners=corners, **kw), randn(shape))
 
 
-@pytest.mark.parametrize("kw", [dict(size=4, scale_factor=2), {}, dict(size=(4, 5, 6)),
-                                dict(scale_factor=2, mode="linear"),
-                                dict(scale_factor=2, align_corners=True),
-                                dict(scale_factor=2, mode="foo")])
+@pytest.mark.parametrize("kw", [{"size": 4, "scale_factor": 2}, {}, {"size": (4, 5, 6)},
+                                {"scale_factor": 2, "mode": "linear"},
+                                {"scale_factor": 2, "align_corners": True},
+                                {"scale_factor": 2, "mode": "foo"}])
 def test_interpolate_errors(kw):
     check(fn("interpolate", **kw), randn((1, 2, 4, 5)))
 
@@ -236,10 +236,10 @@ def _jvp(mod, f, primals, tangents):
 
 
 @pytest.mark.parametrize("name,kw,shapes", [
-    ("conv2d", dict(padding=1, stride=2), [(2, 3, 6, 6), (4, 3, 3, 3)]),
-    ("max_pool2d", dict(kernel_size=2), [(2, 3, 6, 6)]),
-    ("avg_pool2d", dict(kernel_size=3, padding=1), [(2, 3, 6, 6)]),
-    ("interpolate", dict(scale_factor=2, mode="bilinear"), [(2, 3, 4, 4)]),
+    ("conv2d", {"padding": 1, "stride": 2}, [(2, 3, 6, 6), (4, 3, 3, 3)]),
+    ("max_pool2d", {"kernel_size": 2}, [(2, 3, 6, 6)]),
+    ("avg_pool2d", {"kernel_size": 3, "padding": 1}, [(2, 3, 6, 6)]),
+    ("interpolate", {"scale_factor": 2, "mode": "bilinear"}, [(2, 3, 4, 4)]),
 ])
 def test_forward_mode_tangents_match_torch(name, kw, shapes):
     rng = np.random.default_rng(3)

@@ -78,6 +78,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
 
 
 def _feature_shape(input: Tensor, batched_dims: int, name: str) -> tuple:
+    if input.dim() < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     if input.dim() not in (batched_dims - 1, batched_dims):
         n = batched_dims - 2
         raise RuntimeError(f"{name}: Expected {n + 1}D or {n + 2}D input, but received a "
@@ -138,12 +140,12 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     return _alpha(input, p, training, tuple(input.shape[:2]) + (1,) * (input.dim() - 2))
 
 
-def _check_indices(input: Tensor) -> None:
+def _check_indices(input: Tensor, fn: str = "embedding", position: int = 1) -> None:
     if input.dtype not in (D.int64, D.int32):
-        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
-                           "following scalar types: Long, Int; but got "
-                           f"{input.dtype._legacy}Tensor instead (while checking arguments "
-                           "for embedding)")
+        raise RuntimeError(f"Expected tensor for argument #{position} 'indices' to have one of "
+                           "the following scalar types: Long, Int; but got "
+                           f"torch.{input.dtype._legacy}Tensor instead (while checking "
+                           f"arguments for {fn})")
 
 
 def _padding_idx(padding_idx, num: int):
@@ -178,6 +180,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     """Rows of ``weight`` at the indices ``input``; the ``padding_idx`` row gets no
     gradient; ``max_norm`` renormalises the used rows in place first (spec NNF-062)."""
     padding_idx = _padding_idx(padding_idx, weight.shape[0])
+    if max_norm is not None:
+        _check_indices(input, "embedding_renorm_", 2)
     _check_indices(input)
     if sparse:
         raise NotImplementedError("refimpl has no sparse tensors: embedding(sparse=True)")
@@ -200,6 +204,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
     per row; a 1-D ``input`` is cut into bags at ``offsets`` (spec NNF-062)."""
     from refimpl.ops.factories import tensor, zeros
 
+    _check_indices(input, "embedding_bag")
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
     if per_sample_weights is not None and mode != "sum":

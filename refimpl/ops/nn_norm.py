@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_loss import _not_differentiable
 from refimpl.ops.reduction_stats import var_mean
 
 _REDUCED = (D.float16, D.bfloat16)
@@ -65,6 +66,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                     ("weight", weight), ("bias", bias)):
         _check_channels(name, t, c)
     _check_floating(input, "batch_norm")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        _not_differentiable("native_batch_norm", name, t)
     dims = [d for d in range(input.dim()) if d != 1]
     shape = [1] * input.dim()
     shape[1] = c
@@ -125,14 +128,14 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing dims; ``eps`` defaults
-    to the machine epsilon of the input's dtype (spec NNF-052)."""
+    to the machine epsilon of the dtype it computes in (spec NNF-052)."""
     dims = _check_normalized(input, normalized_shape, weight, None, "")
     _check_floating(input, "rms_norm")
-    if eps is None:
+    x = _upcast(input)
+    if eps is None:  # the epsilon of the dtype computed in (float32 for float16/bfloat16)
         import ml_dtypes
 
-        eps = float(ml_dtypes.finfo(input.dtype.np).eps)
-    x = _upcast(input)
+        eps = float(ml_dtypes.finfo(x.dtype.np).eps)
     out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
     if weight is not None:
         out = out * weight
