@@ -188,9 +188,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
-    _not_for("mish", input)
-    out = input * _act.softplus(input).tanh()
-    return input.copy_(out) if inplace else out
+    return (_nna.mish_ if inplace else _nna.mish)(input)
 
 
 def logsigmoid(input: Tensor) -> Tensor:

@@ -1,11 +1,11 @@
 """Pointwise activations of ``torch.nn.functional`` that are ops of their own (spec:
 NNF-010..NNF-012): ``elu`` (torch's one kernel behind elu, selu and celu, with
-``scale`` and ``input_scale``), ``leaky_relu``, ``hardsigmoid``, ``hardswish``,
+``scale`` and ``input_scale``), ``leaky_relu``, ``hardsigmoid``, ``hardswish``, ``mish``,
 ``hardshrink``, ``softshrink``.
 
 Each is one ``defop``: a numpy CPU kernel, a CUDA C expression compiled by the
 pointwise generator, a backward written in refimpl ops (so double backward works) and
-a jvp. Activations that are short compositions of existing ops (mish, logsigmoid,
+a jvp. Activations that are short compositions of existing ops (logsigmoid,
 softsign, tanhshrink, ...) live in ``refimpl.nn.functional``.
 """
 
@@ -120,6 +120,22 @@ hardswish = defop("hardswish", meta=_hardswish_impl.meta, cpu=_hardswish_impl.cp
                   **cuda_fields(_hardswish_impl, {"method": False}))
 hardswish_ = inplace(hardswish)
 
+# -- mish ---------------------------------------------------------------------------------------
+
+
+def _mish_grad(x):
+    ts = x.exp().log1p().tanh()
+    return ts + x * x.sigmoid() * (1 - ts * ts)
+
+
+_mish_impl = Unary(lambda x: x * np.tanh(np.log1p(np.exp(x))), result="same", allow=FLOATING,
+                   kernel="mish_cpu", name="mish", cuda="a * tanh(log1p(exp(a)))")
+mish = defop("mish", meta=_mish_impl.meta, cpu=_mish_impl.cpu,
+             backward=lambda ctx, g: (g * _mish_grad(ctx.args[0]),),
+             jvp=lambda ctx, t: t * _mish_grad(ctx.args[0]),
+             **cuda_fields(_mish_impl, {"method": False}))
+mish_ = inplace(mish)
+
 # -- hardshrink / softshrink -----------------------------------------------------------------------
 
 
@@ -143,8 +159,15 @@ hardshrink = defop("hardshrink", meta=_hardshrink_impl.meta, cpu=_hardshrink_imp
 
 
 def _softshrink_check(x, lambd=0.5) -> None:
-    if lambd < 0:
-        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    import ml_dtypes
+
+    if x.dtype not in FLOATING:
+        raise NotImplementedError(f'"softshrink_check" not implemented for '
+                                  f"'{x.dtype._legacy}'")
+    top = float(ml_dtypes.finfo(x.dtype.np).max)
+    if not 0 <= lambd <= top:
+        raise RuntimeError(f"lambda must be in range [0, {top:g}] for input dtype "
+                           f"{x.dtype._legacy}, but found {float(lambd):g}")
 
 
 def _softshrink(x, lambd=0.5):

@@ -235,6 +235,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          f"input size ({input.shape}) is deprecated. Please ensure they have "
                          "the same size.")
     _check_reduction(reduction)
+    _not_differentiable("binary_cross_entropy", "weight", weight)
     if input.numel() and has_data(input) and bool(((input < 0).logical_or(input > 1)).any()):
         raise RuntimeError("all elements of input should be between 0 and 1")
     loss = -(target * input.log().clamp_min(-100)
@@ -254,6 +255,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
+    _not_differentiable("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
     _check_reduction(reduction)
     softplus_neg = (-input.abs()).exp().log1p() + (-input).clamp_min(0)
     if pos_weight is not None:
@@ -339,9 +341,6 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     """``1 - cos`` where target is 1, ``max(0, cos - margin)`` where it is -1
     (spec NNF-075)."""
     reduction = _reduction(size_average, reduce, reduction)
-    if input1.shape != input2.shape:
-        raise RuntimeError(f"cosine_embedding_loss: Input1 and Input2 must have the same "
-                           f"size but got {tuple(input1.shape)} and {tuple(input2.shape)}")
     _check_reduction(reduction)
     dim = input1.dim() - 1
     eps = 1e-12
