@@ -96,12 +96,14 @@ def _c_name(dtype) -> str:
 
 def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
                 dilation, groups: int, name: str) -> Tensor:
-    """An N-d convolution (N = weight.dim() - 2) of a batched or unbatched input."""
+    """An N-d convolution (N from ``name``; the weight's dims must agree) of a batched or
+    unbatched input."""
+    nominal = int(name[-2])
+    if input.dim() not in (nominal + 1, nominal + 2):
+        raise RuntimeError(f"Expected {nominal + 1}D (unbatched) or {nominal + 2}D (batched) "
+                           f"input to {name}, but got input of size: {list(input.shape)}")
     n = weight.dim() - 2
-    if input.dim() not in (n + 1, n + 2):
-        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
-                           f"{name}, but got input of size: {list(input.shape)}")
-    batched = input.dim() == n + 2
+    batched = input.dim() == nominal + 2
     x = input if batched else input.unsqueeze(0)
     if isinstance(padding, str) and padding not in ("same", "valid"):
         raise RuntimeError(f"Invalid padding string: '{padding}'")

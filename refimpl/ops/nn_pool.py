@@ -46,11 +46,14 @@ def _out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int
 
 def _params(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dilation,
             ceil_mode: bool) -> tuple:
-    k = _tuple("kernel_size", kernel_size, n, fn)
+    name = fn.removesuffix("()")
+    k = _tuple("kernel_size", kernel_size, n, name)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
-        _tuple("stride", stride, n, fn)
-    p = _tuple("padding", padding, n, fn)
-    d = _tuple("dilation", dilation, n, fn)
+        _tuple("stride", stride, n, name)
+    p = _tuple("padding", padding, n, name)
+    d = _tuple("dilation", dilation, n, name)
+    if fn == "max_pool1d()":
+        _check_max_pool1d(input, k[0], s[0], p[0], d[0], ceil_mode)
     if any(v <= 0 for v in k):
         raise RuntimeError("kernel size should be greater than zero, but got "
                            + " ".join(f"k{a}: {v}" for a, v in zip("DHW"[3 - n:], k)))
@@ -60,12 +63,12 @@ def _params(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dilati
         raise RuntimeError("dilation should be greater than zero, but got "
                            + " ".join(f"dilation{a}: {v}" for a, v in zip("DHW"[3 - n:], d)))
     for kk, pp, dd in zip(k, p, d):
-        if pp > (dd * (kk - 1) + 1) // 2 or pp < 0:
+        if pp < 0:
+            raise RuntimeError(f"pad must be non-negative, but got pad: {pp}")
+        if pp > (dd * (kk - 1) + 1) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
                                f"pad={pp}, kernel_size={kk} and dilation={dd}")
-    if input.dim() not in (n + 1, n + 2) or any(v == 0 for v in input.shape[1:]):
-        raise RuntimeError(f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for "
-                           "input")
+    _check_input(input, n, fn)
     sizes = list(input.shape[-n:])
     out = [_out_size(*a, ceil_mode) for a in zip(sizes, k, s, p, d)]
     if any(o < 1 for o in out):
@@ -74,6 +77,46 @@ def _params(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dilati
                            f"Calculated output size: ({'x'.join(map(str, [c, *out]))}). "
                            "Output size is too small")
     return k, s, p, d, sizes, out
+
+
+def _check_max_pool1d(input: Tensor, k: int, s: int, p: int, d: int, ceil_mode: bool) -> None:
+    """The checks of torch's max_pool1d kernel (CPU, no indices, no gradient)."""
+    if input.dim() not in (2, 3) or any(v == 0 for v in input.shape[-2:]):
+        raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 "
+                           f"dim batch size for input, but got:{list(input.shape)}")
+    for name, v, ok in (("kernel_size", k, k > 0), ("stride", s, s > 0)):
+        if not ok:
+            raise RuntimeError(f"max_pool1d() {name} must be greater than zero, but got {v}")
+    if p < 0:
+        raise RuntimeError(f"max_pool1d() padding must be non-negative, but got {p}")
+    if p > k // 2:
+        raise RuntimeError("max_pool1d() padding should be at most half of kernel size, but "
+                           f"got padding={p} and kernel_size={k}")
+    if d <= 0:
+        raise RuntimeError(f"max_pool1d() dilation must be greater than zero, but got {d}")
+    out = _out_size(input.shape[-1], k, s, p, d, ceil_mode)
+    if out < 0:
+        raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+
+
+def _check_input(input: Tensor, n: int, fn: str) -> None:
+    """torch's pooling input checks: (n+1)- or (n+2)-d, no empty non-batch dim."""
+    shape = list(input.shape)
+    if input.dim() not in (n + 1, n + 2):
+        if fn == "avg_pool1d":
+            raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                               "tensor for argument #1 'self' (while checking arguments for "
+                               "avg_pool1d)")
+        raise RuntimeError(f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for "
+                           "input")
+    if any(v == 0 for v in shape[input.dim() - n - 1:]):
+        if n == 3:
+            raise RuntimeError(f"{fn}: Expected input's non-batch dimensions to have positive "
+                               f"length, but input has a shape of {shape}")
+        if n == 1:  # avg_pool1d runs as avg_pool2d over an inserted dim
+            shape = shape[:-1] + [1, shape[-1]]
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch "
+                           f"size for input, but got:{shape}")
 
 
 def _windows_table(sizes, out, k, s, p, d) -> tuple:
@@ -100,7 +143,8 @@ def _lowest(dtype: D.dtype) -> float:
 def _max_pool(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dilation,
               ceil_mode: bool, return_indices: bool):
     if input.dtype is D.bool_ or input.dtype.category == 3:
-        raise NotImplementedError(f'"{fn}" not implemented for \'{input.dtype._legacy}\'')
+        raise NotImplementedError(f'"{fn.removesuffix("()")}" not implemented for '
+                                  f"'{input.dtype._legacy}'")
     k, s, p, d, sizes, out = _params(input, n, fn, kernel_size, stride, padding, dilation,
                                      ceil_mode)
     padded, flat_pad, flat_in = _windows_table(sizes, out, k, s, p, d)
@@ -119,7 +163,13 @@ def _max_pool(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dila
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False):
     """Max over sliding windows of (N, C, L) or (C, L) (spec NNF-040)."""
-    return _max_pool(input, 1, "max_pool1d", kernel_size, stride, padding, dilation,
+    from refimpl.autograd.grad_mode import is_grad_enabled
+
+    # torch's own max_pool1d kernel (and its messages) serves CPU calls without indices
+    # or gradient; the others go through max_pool2d's
+    plain = not return_indices and input.device.type == "cpu" and not (
+        input.requires_grad and is_grad_enabled())
+    return _max_pool(input, 1, "max_pool1d()" if plain else "max_pool1d", kernel_size, stride, padding, dilation,
                      ceil_mode, return_indices)
 
 

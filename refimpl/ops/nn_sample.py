@@ -1,5 +1,5 @@
 """Resampling of ``torch.nn.functional``: ``interpolate`` (nearest, nearest-exact,
-linear/bilinear/trilinear with or without ``align_corners``, area), ``upsample``,
+linear/bilinear/trilinear/bicubic with or without ``align_corners``, area), ``upsample``,
 ``affine_grid`` and ``grid_sample`` (bilinear/nearest, zeros/border padding)
 (spec: NNF-080..NNF-082).
 
@@ -19,7 +19,8 @@ from refimpl._tensor import Tensor
 from refimpl.ops.nn_shape import _index
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
-_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
+_A = -0.75  # the cubic convolution coefficient torch uses
 
 
 def _output_sizes(input: Tensor, n: int, size, scale_factor, recompute) -> tuple:
@@ -84,6 +85,34 @@ def _linear(x: Tensor, dim: int, out_size: int, scale, align_corners: bool) -> T
     return a + (b - a) * w1
 
 
+def _cubic(x: Tensor, dim: int, out_size: int, scale, align_corners: bool) -> Tensor:
+    """Cubic convolution over 4 taps (indices clamped to the edge), as torch's bicubic."""
+    from refimpl.ops.factories import tensor
+
+    in_size = x.shape[dim]
+    r = _ratio(in_size, out_size, scale, align_corners)
+    dst = np.arange(out_size, dtype=np.float64)
+    src = dst * r if align_corners else (dst + 0.5) * r - 0.5
+    i0 = np.floor(src).astype(np.int64)
+    f = src - i0
+
+    def near(d):
+        return ((_A + 2) * d - (_A + 3)) * d * d + 1
+
+    def far(d):
+        return ((_A * d - 5 * _A) * d + 8 * _A) * d - 4 * _A
+
+    shape = [1] * x.dim()
+    shape[dim] = out_size
+    out = None
+    for k, w in zip((-1, 0, 1, 2), (far(f + 1), near(f), near(1 - f), far(2 - f))):
+        idx = np.clip(i0 + k, 0, in_size - 1)
+        term = x.index_select(dim, _index(idx, x)) * tensor(w.reshape(shape), dtype=x.dtype,
+                                                             device=x.device)
+        out = term if out is None else out + term
+    return out
+
+
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
@@ -115,7 +144,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     x = input
     for i in range(n):
         dim = 2 + i
-        if mode in _LINEAR:
+        if mode == "bicubic":
+            x = _cubic(x, dim, sizes[i], scales[i], bool(align_corners))
+        elif mode in _LINEAR:
             x = _linear(x, dim, sizes[i], scales[i], bool(align_corners))
         else:
             x = _nearest(x, dim, sizes[i], scales[i], mode == "nearest-exact")
