@@ -99,6 +99,8 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padd
     """An N-d convolution (N from ``name``; the weight's dims must agree) of a batched or
     unbatched input."""
     nominal = int(name[-2])
+    if weight.dim() < 3:
+        raise RuntimeError("weight should have at least three dimensions")
     if input.dim() not in (nominal + 1, nominal + 2):
         raise RuntimeError(f"Expected {nominal + 1}D (unbatched) or {nominal + 2}D (batched) "
                            f"input to {name}, but got input of size: {list(input.shape)}")

@@ -254,9 +254,26 @@ def _adaptive_sizes(input: Tensor, n: int, fn: str, output_size) -> list:
     sizes = list(input.shape[-n:])
     if isinstance(output_size, (tuple, list)):
         if len(output_size) != n:
+            if n == 1:
+                raise RuntimeError(f"{fn}() argument 'output_size' should contain one int (got "
+                                   f"{len(output_size)})")
+            if fn.startswith("adaptive_max"):
+                raise RuntimeError(f"{fn}(): internal error: output_size.size() must be {n}")
             raise RuntimeError(f"{fn}: output_size must be {n}")
-        return [sizes[i] if v is None else int(v) for i, v in enumerate(output_size)]
-    return [int(output_size)] * n
+        out = [sizes[i] if v is None else int(v) for i, v in enumerate(output_size)]
+    else:
+        out = [int(output_size)] * n
+    if any(o < 0 for o in out):
+        shown = [1, *out] if n == 1 else out  # 1-d pools run as 2-d ones
+        if fn.startswith("adaptive_avg"):
+            text = ", ".join(map(str, shown[:2])) + "".join(f",{v}" for v in shown[2:])
+            raise RuntimeError(f"adaptive_avg_pool{max(n, 2)}d: elements of output_size must "
+                               f"be greater than or equal to 0 but received {{{text}}}")
+        lead = list(input.shape[:-n]) + ([1] if n == 1 else [])
+        bad = next(o for o in out if o < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: "
+                           f"{lead + out}")
+    return out
 
 
 def _bins(size: int, out: int) -> list:
@@ -311,7 +328,8 @@ def _adaptive_max(input: Tensor, n: int, fn: str, output_size, return_indices: b
         start = np.array([a for a, _ in bins[i]])[cells[i]]
         stop = np.array([b for _, b in bins[i]])[cells[i]]
         pos.append(np.minimum(start + cells[n + i], stop - 1))  # short bins repeat an element
-    table = np.ravel_multi_index(pos, sizes).reshape(*out, -1)
+    table = np.ravel_multi_index([q.astype(np.int64) for q in pos], sizes).reshape(
+        *out, math.prod(widths))
     lead = list(input.shape[:-n])
     x = input.reshape(*lead, -1)
     picked = x.index_select(-1, _index(table.reshape(-1), x))
