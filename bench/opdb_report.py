@@ -68,8 +68,9 @@ def resolve(name: str):
     return None
 
 
-def to_refimpl(x, device: str, requires_grad: bool = False):
-    """A torch value (tensors, dtypes, devices, containers) as its refimpl counterpart."""
+def to_refimpl(x, device: str):
+    """A torch value (tensors, dtypes, devices, containers) as its refimpl counterpart;
+    a tensor keeps its ``requires_grad``."""
     import torch
 
     import refimpl as t
@@ -80,7 +81,7 @@ def to_refimpl(x, device: str, requires_grad: bool = False):
             r = t.tensor(arr.float().numpy(), device=device).to(t.bfloat16)
         else:
             r = t.tensor(arr.resolve_conj().resolve_neg().numpy(), device=device)
-        if requires_grad and r.dtype.is_floating_point:
+        if x.requires_grad:
             r.requires_grad_(True)
         return r
     if isinstance(x, torch.dtype):
@@ -92,9 +93,9 @@ def to_refimpl(x, device: str, requires_grad: bool = False):
     if isinstance(x, torch.Size):
         return tuple(x)
     if isinstance(x, (list, tuple)):
-        return type(x)(to_refimpl(v, device, requires_grad) for v in x)
+        return type(x)(to_refimpl(v, device) for v in x)
     if isinstance(x, dict):
-        return {k: to_refimpl(v, device, requires_grad) for k, v in x.items()}
+        return {k: to_refimpl(v, device) for k, v in x.items()}
     if isinstance(x, torch.Generator):
         raise TypeError("a torch Generator has no refimpl counterpart")
     return x
@@ -142,9 +143,10 @@ def _flat_tensors(x) -> list:
 
 
 def _grads(mod, fn, args: list, kwargs: dict):
-    """Gradients of a fixed weighted sum of the floating outputs, per floating input."""
+    """Gradients of a fixed weighted sum of the floating outputs with respect to every
+    tensor argument that requires grad (None when there is nothing to differentiate)."""
     out = fn(*args, **kwargs)
-    leaves = [a for a in _flat_tensors(args) if a.requires_grad]
+    leaves = [a for a in _flat_tensors([args, list(kwargs.values())]) if a.requires_grad]
     outs = [o for o in _flat_tensors(out) if o.requires_grad]
     if not leaves or not outs:
         return None
@@ -158,10 +160,33 @@ def _grads(mod, fn, args: list, kwargs: dict):
     return [mod.zeros_like(a) if g is None else g for a, g in zip(leaves, got)]
 
 
-def _call(fn, sample, device: str, grad: bool):
-    args = [to_refimpl(sample.input, device, grad)] + [
-        to_refimpl(a, device, grad) for a in sample.args]
-    return args, to_refimpl(sample.kwargs, device)
+def capture(op, sample, name: str) -> tuple:
+    """The call of the function named ``name`` that torch's OpInfo callable makes on
+    ``sample``: ``(function, args, kwargs)``, or the OpInfo callable with the sample's
+    own arguments when no such call is seen.
+
+    OpInfos often wrap the function in a lambda that reorders or completes its arguments
+    (``embedding``'s takes the weight first); a torch function mode sees the call the
+    wrapper makes, so refimpl's function gets exactly torch's arguments.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    last = name.split(".")[-1]
+    seen: list = []
+
+    class Capture(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if not seen and getattr(func, "__name__", None) == last:
+                seen.append((func, list(args), dict(kwargs)))
+            return func(*args, **kwargs)
+
+    try:
+        with Capture():
+            op(sample.input, *sample.args, **sample.kwargs)
+    except Exception:  # noqa: BLE001, S110 - error inputs raise here; the call is still seen
+        pass
+    return seen[0] if seen else (op, [sample.input, *sample.args], dict(sample.kwargs))
 
 
 def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
@@ -185,58 +210,56 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
             why = "mismatch"
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        if ok is None:
-            return
         res[kind][1] += 1
         res[kind][0] += bool(ok)
         if not ok and len(res["failures"]) < 5:
             res["failures"].append(f"{kind}: {why}")
 
+    def samples_of(dtype, grad: bool) -> list:
+        try:
+            return list(op.sample_inputs(device, dtype, requires_grad=grad))[:limit]
+        except Exception:  # noqa: BLE001 - torch's own sample generator failed
+            return []
+
     for dname in dtypes:
         dtype = getattr(torch, dname)
         if dtype not in supported:
             continue
-        try:
-            samples = list(op.sample_inputs(device, dtype, requires_grad=False))[:limit]
-        except Exception:  # noqa: BLE001, S112 - torch's own sample generator failed
-            continue
-        for s in samples:
+        for s in samples_of(dtype, False):
+            func, args, kwargs = capture(op, s, op.name)
             try:
-                expected = op(s.input, *s.args, **s.kwargs)
+                expected = func(*args, **kwargs)
             except Exception:  # noqa: BLE001, S112 - torch refuses this sample: skipped
                 continue
 
-            def forward(s=s, expected=expected):
-                args, kwargs = _call(fn, s, device, False)
-                return same(fn(*args, **kwargs), expected)
+            def forward(args=args, kwargs=kwargs, expected=expected):
+                return same(fn(*to_refimpl(args, device), **to_refimpl(kwargs, device)),
+                            expected)
             guarded("forward", forward)
-        if dname == "float64" and op.supports_autograd:
+        if dname != "float64" or not op.supports_autograd:
+            continue
+        for s in samples_of(dtype, True):
+            func, args, kwargs = capture(op, s, op.name)
             try:
-                gsamples = list(op.sample_inputs(device, dtype, requires_grad=True))[:limit]
-            except Exception:  # noqa: BLE001
-                gsamples = []
-            for s in gsamples:
-                try:
-                    want = _grads(torch, op, [s.input, *s.args], s.kwargs)
-                except Exception:  # noqa: BLE001, S112 - torch cannot differentiate this sample
-                    continue
-                if want is None:
-                    continue
+                want = _grads(torch, func, args, kwargs)
+            except Exception:  # noqa: BLE001, S112 - torch cannot differentiate this sample
+                continue
+            if want is None:
+                continue
 
-                def gradient(s=s, want=want):
-                    args, kwargs = _call(fn, s, device, True)
-                    return same(_grads(t, fn, args, kwargs), want)
-                guarded("grad", gradient)
+            def gradient(args=args, kwargs=kwargs, want=want):
+                got = _grads(t, fn, to_refimpl(args, device), to_refimpl(kwargs, device))
+                return same(got, want)
+            guarded("grad", gradient)
     try:
         errors = list(op.error_inputs(device))[:limit]
     except Exception:  # noqa: BLE001 - no error inputs for this op
         errors = []
     for ei in errors:
         def error(ei=ei):
-            s = ei.sample_input
-            args, kwargs = _call(fn, s, device, False)
+            _, args, kwargs = capture(op, ei.sample_input, op.name)
             try:
-                fn(*args, **kwargs)
+                fn(*to_refimpl(args, device), **to_refimpl(kwargs, device))
             except Exception as e:  # noqa: BLE001 - the exception is the result
                 kind = type(e).__name__.lstrip("_")
                 want = ei.error_type.__name__

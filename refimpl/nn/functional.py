@@ -232,6 +232,11 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``input`` where positive, else ``weight * input`` (one weight or one per channel,
     dim 1)."""
+    if input.dim() == 0 and weight.numel() != 1:
+        raise RuntimeError("Not allow zero-dim input tensor.")
+    if weight.dim() > 1:
+        raise RuntimeError("prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {weight.dim()}")
     channels = input.shape[1] if input.dim() >= 2 else 1
     if weight.numel() != 1 and weight.numel() != channels:
         raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "

@@ -316,7 +316,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     reduction = _reduction(size_average, reduce, reduction)
     _not_differentiable("soft_margin_loss", "target", target)
     _check_reduction(reduction)
-    return _reduce((-target * input).exp().log1p(), reduction)
+    return _reduce((-input * target).exp().log1p(), reduction)
 
 
 def _log_sigmoid(x: Tensor) -> Tensor:
@@ -361,6 +361,8 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
     from refimpl.ops.nn_layers import pairwise_distance
 
     reduction = _reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
     dims = (anchor.dim(), positive.dim(), negative.dim())
     if len(set(dims)) != 1:
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have "
@@ -399,7 +401,8 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
             var = var.unsqueeze(-1)
         elif not (input.shape[:-1] == var.shape[:-1] and var.shape[-1] == 1):
             raise ValueError("var is of incorrect size")
-    _check_reduction(reduction)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not valid")
     if bool((var < 0).any()):
         raise ValueError("var has negative entry/entries")
     var = var + (var.clamp_min(eps) - var).detach()

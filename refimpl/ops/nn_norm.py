@@ -53,7 +53,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     """Normalise over every dim but the channels (dim 1): with the batch statistics when
     ``training`` (and then update ``running_mean``/``running_var`` in place with
     ``momentum``, the variance unbiased), else with the running statistics (spec NNF-050)."""
-    c = input.shape[1] if input.dim() > 1 else 1
+    c = input.shape[1] if input.dim() > 1 else 0
     if training:
         size = input.numel() // c if c else 0
         if size == 1:
@@ -68,6 +68,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     _check_floating(input, "batch_norm")
     for name, t in (("running_mean", running_mean), ("running_var", running_var)):
         _not_differentiable("native_batch_norm", name, t)
+    if input.numel() == 0:
+        return input.clone()
     dims = [d for d in range(input.dim()) if d != 1]
     shape = [1] * input.dim()
     shape[1] = c
@@ -97,6 +99,9 @@ def _check_normalized(input: Tensor, normalized_shape, weight, bias, sep: str) -
     shape = [int(s) for s in ((normalized_shape,) if isinstance(normalized_shape, int)
                               else normalized_shape)]
     n = len(shape)
+    if n == 0:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and list(t.shape) != shape:
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
@@ -161,7 +166,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                                f"{list(t.shape)} and input of shape {list(input.shape)}")
     _check_floating(input, "GroupNormKernelImpl")
     x = _upcast(input)
-    g = x.reshape(n, num_groups, -1)
+    g = x.reshape(n, num_groups, x.numel() // max(n * num_groups, 1))
     var, mean = var_mean(g, -1, correction=0, keepdim=True)
     out = ((g - mean) * (var + eps).rsqrt()).reshape(input.shape)
     shape = [1] * input.dim()
@@ -220,7 +225,9 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         return input
     sq = (input * input).movedim(1, -1)
     sq = pad(sq, (size // 2, (size - 1) // 2))
-    div = windows(sq, [size], [1], [1], sq.dim() - 1).sum(-1) / size
+    total = windows(sq, [size], [1], [1], sq.dim() - 1).sum(-1)
+    # the channel average is an avg_pool in torch: integer inputs divide with truncation
+    div = total.div(size, rounding_mode="trunc") if total.dtype.category < 2 else total / size
     div = (div.movedim(-1, 1) * alpha + k).pow(beta)
     return input / div
 

@@ -212,7 +212,8 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     x = pad(x, (p[1], p[1], p[0], p[0]))
     n, c = x.shape[:2]
     win = windows(x, k, s, d)  # (N, C, oh, ow, kh, kw)
-    cols = win.permute(0, 1, 4, 5, 2, 3).reshape(n, c * k[0] * k[1], -1)
+    cols = win.permute(0, 1, 4, 5, 2, 3).reshape(n, c * k[0] * k[1],
+                                                 win.shape[2] * win.shape[3])
     return cols if batched else cols.squeeze(0)
 
 
