@@ -189,13 +189,41 @@ def capture(op, sample, name: str) -> tuple:
     return seen[0] if seen else (op, [sample.input, *sample.args], dict(sample.kwargs))
 
 
+_RANDOM = object()
+
+
+def _deterministic(func, args, kwargs):
+    """torch's result, or ``_RANDOM`` when two runs under different seeds differ (a
+    random op such as dropout: its bits cannot match another generator's)."""
+    import torch
+
+    torch.manual_seed(0)
+    first = func(*args, **kwargs)
+    torch.manual_seed(1)
+    second = func(*args, **kwargs)
+    return first if _torch_equal(first, second) else _RANDOM
+
+
+def _torch_equal(a, b) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and bool(
+            torch.equal(a.detach(), b.detach()) or (a.detach().isnan() == b.detach().isnan())
+            .all() and torch.equal(a.detach().nan_to_num(), b.detach().nan_to_num()))
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(
+            _torch_equal(x, y) for x, y in zip(a, b))
+    return True
+
+
 def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
     """Forward, gradient and error-input results of one OpInfo."""
     import torch
 
     import refimpl as t
 
-    res = {"forward": [0, 0], "grad": [0, 0], "errors": [0, 0], "failures": []}
+    res = {"forward": [0, 0], "grad": [0, 0], "errors": [0, 0], "failures": [], "random": 0}
     supported = op.supported_dtypes(device)
 
     def guarded(kind: str, work) -> None:
@@ -228,8 +256,11 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
         for s in samples_of(dtype, False):
             func, args, kwargs = capture(op, s, op.name)
             try:
-                expected = func(*args, **kwargs)
+                expected = _deterministic(func, args, kwargs)
             except Exception:  # noqa: BLE001, S112 - torch refuses this sample: skipped
+                continue
+            if expected is _RANDOM:
+                res["random"] += 1
                 continue
 
             def forward(args=args, kwargs=kwargs, expected=expected):
@@ -242,6 +273,8 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
             func, args, kwargs = capture(op, s, op.name)
             try:
                 want = _grads(torch, func, args, kwargs)
+                if _deterministic(func, args, kwargs) is _RANDOM:
+                    continue
             except Exception:  # noqa: BLE001, S112 - torch cannot differentiate this sample
                 continue
             if want is None:
@@ -324,6 +357,7 @@ def main(argv=None) -> int:
         "applicable_ops": applicable, "present_ops": len(ops),
         "present_fraction": round(len(ops) / applicable, 4) if applicable else None,
         "ops_all_passing": sum(all(r[k][0] == r[k][1] for k in totals) for r in ops.values()),
+        "random_samples_skipped": sum(r["random"] for r in ops.values()),
         "totals": totals,
         "agreement": {k: round(v[0] / v[1], 4) if v[1] else None for k, v in totals.items()},
         "missing": sorted(missing),

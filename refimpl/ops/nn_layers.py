@@ -178,21 +178,32 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` at the indices ``input``; the ``padding_idx`` row gets no
-    gradient; ``max_norm`` renormalises the used rows in place first (spec NNF-062)."""
+    gradient; ``scale_grad_by_freq`` divides each row's gradient by the index's count;
+    ``max_norm`` renormalises the used rows in place first (spec NNF-062)."""
+    if weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
     padding_idx = _padding_idx(padding_idx, weight.shape[0])
     if max_norm is not None:
         _check_indices(input, "embedding_renorm_", 2)
     _check_indices(input)
     if sparse:
         raise NotImplementedError("refimpl has no sparse tensors: embedding(sparse=True)")
-    if scale_grad_by_freq:
-        raise NotImplementedError("refimpl's embedding has no scale_grad_by_freq")
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
     out = weight.index_select(0, input.reshape(-1)).reshape(*input.shape, weight.shape[-1])
+    if scale_grad_by_freq:
+        out = _scale_grad(out, input)
     if padding_idx is not None:
         out = out.where((input != padding_idx).unsqueeze(-1), out.detach())
     return out
+
+
+def _scale_grad(out: Tensor, input: Tensor) -> Tensor:
+    """``out`` unchanged in value, its gradient divided by how often each index occurs in
+    ``input`` (``out - out.detach()`` is exactly zero, so the value is exact)."""
+    flat = input.reshape(-1)
+    counts = (flat.unsqueeze(1) == flat.unsqueeze(0)).sum(1).reshape(*input.shape, 1)
+    return out.detach() + (out - out.detach()) / counts.to(out.dtype)
 
 
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,

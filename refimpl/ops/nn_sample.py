@@ -180,15 +180,51 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     return grid.reshape(n, h, w, 2)
 
 
+def _reflect(coord: Tensor, low2: int, high2: int) -> Tensor:
+    """``coord`` reflected into [low2/2, high2/2] (torch's reflect_coordinates)."""
+    from refimpl.ops.elementwise_binary import where
+
+    if low2 == high2:
+        return coord * 0
+    low, span = low2 / 2, (high2 - low2) / 2
+    c = (coord - low).abs()
+    extra = c.fmod(span)
+    flips = (c / span).floor()
+    return where(flips.remainder(2) == 0, extra + low, span - extra + low)
+
+
+def _bound(coord: Tensor, size: int, padding_mode: str, align: bool) -> Tensor:
+    """torch's compute_coordinates: border clamps, reflection reflects then clamps."""
+    if padding_mode == "border":
+        return coord.clamp(0, size - 1)
+    if padding_mode == "reflection":
+        coord = _reflect(coord, 0, 2 * (size - 1)) if align else \
+            _reflect(coord, -1, 2 * size - 1)
+        return coord.clamp(0, size - 1)
+    return coord
+
+
+def _cubic_weights(f: Tensor) -> list:
+    def near(d):
+        return ((_A + 2) * d - (_A + 3)) * d * d + 1
+
+    def far(d):
+        return ((_A * d - 5 * _A) * d + 8 * _A) * d - 4 * _A
+    return [far(f + 1), near(f), near(1 - f), far(2 - f)]
+
+
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Sample an (N, C, H, W) input at the normalised (x, y) points of ``grid``
-    (N, Ho, Wo, 2), bilinear or nearest, outside points zero or clamped to the border
-    (spec NNF-082). Gradients flow to both ``input`` and ``grid``."""
-    if mode not in ("bilinear", "nearest"):
-        raise NotImplementedError(f"refimpl's grid_sample has no mode '{mode}'")
-    if padding_mode not in ("zeros", "border"):
-        raise NotImplementedError(f"refimpl's grid_sample has no padding_mode '{padding_mode}'")
+    (N, Ho, Wo, 2): bilinear, nearest or bicubic; points outside give zeros, the border
+    value, or the reflected value (``padding_mode`` zeros/border/reflection) (spec
+    NNF-082). Gradients flow to both ``input`` and ``grid``."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
+                         f"'nearest' or 'bicubic', but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
+                         f"'border', or 'reflection', but got: '{padding_mode}'")
     if input.dim() != 4 or grid.dim() != 4:
         raise NotImplementedError("refimpl's grid_sample supports 4-D inputs only")
     n, c, h, w = input.shape
@@ -201,8 +237,6 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
 
     gx = unnormalise(grid[..., 0], w)
     gy = unnormalise(grid[..., 1], h)
-    if padding_mode == "border":
-        gx, gy = gx.clamp(0, w - 1), gy.clamp(0, h - 1)
     flat = input.reshape(n, c, h * w)
     ho, wo = grid.shape[1], grid.shape[2]
 
@@ -213,6 +247,21 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         vals = flat.gather(2, idx.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
         return vals * inside.unsqueeze(1).to(input.dtype)
 
+    if mode == "bicubic":
+        x0, y0 = gx.floor(), gy.floor()
+        wxs = [v.unsqueeze(1) for v in _cubic_weights(gx - x0)]
+        wys = [v.unsqueeze(1) for v in _cubic_weights(gy - y0)]
+        x0, y0 = x0.detach(), y0.detach()
+        out = None
+        for i in range(4):
+            yy = _bound(y0 + (i - 1), h, padding_mode, align)
+            for j in range(4):
+                xx = _bound(x0 + (j - 1), w, padding_mode, align)
+                term = tap(yy, xx) * wys[i] * wxs[j]
+                out = term if out is None else out + term
+        return out
+    gx = _bound(gx, w, padding_mode, align)
+    gy = _bound(gy, h, padding_mode, align)
     if mode == "nearest":
         return tap(gy.round(), gx.round())
     x0, y0 = gx.floor(), gy.floor()
