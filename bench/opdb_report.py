@@ -16,7 +16,7 @@ One command::
 
     python bench/opdb_report.py                      # CPU: float32, float64, int64, bool
     python bench/opdb_report.py --device cuda --dtypes float32,float16,bfloat16,int64,bool
-    python bench/opdb_report.py --ops conv2d,layer_norm -v
+    python bench/opdb_report.py --ops 'nn.functional.*,add' -v
 
 It prints one line per op and a JSON summary, written to ``--out`` (default
 ``bench/results/<device>/opdb_report.json``). It is not part of the default test run
@@ -26,6 +26,7 @@ It prints one line per op and a JSON summary, written to ``--out`` (default
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import platform
 import re
@@ -309,7 +310,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtypes", default="float32,float64,int64,bool")
     p.add_argument("--samples", type=int, default=20, help="samples per op and dtype")
-    p.add_argument("--ops", default="", help="comma-separated OpInfo names to walk")
+    p.add_argument("--ops", default="",
+                   help="comma-separated OpInfo names (shell patterns) to walk")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per sample")
     p.add_argument("--out", default="")
     p.add_argument("-v", "--verbose", action="store_true", help="print failure reasons")
@@ -327,7 +329,7 @@ def main(argv=None) -> int:
     started = time.time()
     ops, missing = {}, []
     for op in op_db:
-        if wanted and op.name not in wanted:
+        if wanted and not any(fnmatch.fnmatchcase(op.name, w) for w in wanted):
             continue
         if not any(getattr(torch, d) in op.supported_dtypes(opts.device) for d in dtypes):
             continue
