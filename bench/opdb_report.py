@@ -367,7 +367,7 @@ def main(argv=None) -> int:
     }
     out = Path(opts.out) if opts.out else ROOT / "bench" / "results" / opts.device / \
         "opdb_report.json"
-    if not wanted:
+    if opts.out or not wanted:  # a partial walk is kept only where asked
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     brief = {k: v for k, v in summary.items() if k not in ("ops", "missing")}
