@@ -83,7 +83,8 @@ leaky_relu_ = inplace(leaky_relu)
 
 # -- hardsigmoid / hardswish -----------------------------------------------------------------------
 
-# torch's hardsigmoid_backward multiplies by 1/6 rounded to float32, for every dtype
+# torch's hardsigmoid_backward multiplies by 1/6 rounded to float32, for every dtype (and
+# so do its CUDA forward kernels of hardsigmoid and hardswish; its CPU ones divide by 6)
 _ONE_SIXTH = float(np.float32(1.0 / 6.0))
 
 
@@ -93,7 +94,7 @@ def _hardsigmoid(x):
 
 _hardsigmoid_impl = Unary(
     _hardsigmoid, result="same", allow=FLOATING, kernel="hardsigmoid_cpu", name="hardsigmoid",
-    cuda="r_minimum(r_maximum(a + 3, decltype(a)(0)), decltype(a)(6)) / 6")
+    cuda="r_minimum(r_maximum(a + 3, decltype(a)(0)), decltype(a)(6)) * (decltype(a))(1.0f / 6)")
 hardsigmoid = defop(
     "hardsigmoid", meta=_hardsigmoid_impl.meta, cpu=_hardsigmoid_impl.cpu,
     backward=lambda ctx, g: (where((ctx.args[0] > -3).logical_and(ctx.args[0] < 3),
@@ -108,12 +109,15 @@ def _hardswish(x):
 
 
 def _hardswish_grad(x, g):
+    if x.is_cuda:  # torch's CUDA kernel puts both kinks on the outer side
+        return where(x <= -3, 0, where(x < 3, g * (x / 3 + 0.5), g))
     return where(x < -3, 0, where(x <= 3, g * (x / 3 + 0.5), g))
 
 
 _hardswish_impl = Unary(
     _hardswish, result="same", allow=FLOATING, kernel="hardswish_cpu", name="hardswish",
-    cuda="a * r_minimum(r_maximum(a + 3, decltype(a)(0)), decltype(a)(6)) / 6")
+    cuda="a * r_minimum(r_maximum(a + 3, decltype(a)(0)), decltype(a)(6)) * "
+         "(decltype(a))(1.0f / 6)")
 hardswish = defop("hardswish", meta=_hardswish_impl.meta, cpu=_hardswish_impl.cpu,
                   backward=lambda ctx, g: (_hardswish_grad(ctx.args[0], g),),
                   jvp=lambda ctx, t: _hardswish_grad(ctx.args[0], t),

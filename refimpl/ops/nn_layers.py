@@ -285,6 +285,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                "heads in ")
         key = key.repeat_interleave(hq // hk, -3)
         value = value.repeat_interleave(hq // hv, -3)
+    if query.dtype in (D.float16, D.bfloat16):  # accumulated in float32, rounded once
+        return scaled_dot_product_attention(
+            query.float(), key.float(), value.float(),
+            attn_mask.float() if attn_mask is not None and attn_mask.dtype.category == 2
+            else attn_mask, dropout_p, is_causal, scale, enable_gqa).to(query.dtype)
     length, source = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = query.matmul(key.transpose(-2, -1)) * scale

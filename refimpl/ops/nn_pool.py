@@ -163,13 +163,10 @@ def _max_pool(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dila
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False):
     """Max over sliding windows of (N, C, L) or (C, L) (spec NNF-040)."""
-    from refimpl.autograd.grad_mode import is_grad_enabled
-
-    # torch's own max_pool1d kernel (and its messages) serves CPU calls without indices
-    # or gradient; the others go through max_pool2d's
-    plain = not return_indices and input.device.type == "cpu" and not (
-        input.requires_grad and is_grad_enabled())
-    return _max_pool(input, 1, "max_pool1d()" if plain else "max_pool1d", kernel_size, stride, padding, dilation,
+    # torch's max_pool1d (without indices) checks its arguments with messages of its own;
+    # with indices it goes through max_pool2d's checks
+    name = "max_pool1d" if return_indices else "max_pool1d()"
+    return _max_pool(input, 1, name, kernel_size, stride, padding, dilation,
                      ceil_mode, return_indices)
 
 
@@ -287,7 +284,7 @@ def _adaptive_avg(input: Tensor, n: int, fn: str, output_size) -> Tensor:
         raise NotImplementedError(f'"{fn}" not implemented for \'{input.dtype._legacy}\'')
     from refimpl.ops.factories import tensor
 
-    x = input
+    x = input.float() if input.dtype in (D.float16, D.bfloat16) else input
     for i, o in enumerate(out):
         size = x.shape[x.dim() - n + i]
         mat = np.zeros((size, o))
@@ -296,7 +293,7 @@ def _adaptive_avg(input: Tensor, n: int, fn: str, output_size) -> Tensor:
         m = tensor(mat, dtype=x.dtype, device=x.device)
         dim = x.dim() - n + i
         x = x.movedim(dim, -1).matmul(m).movedim(-1, dim)
-    return x
+    return x.to(input.dtype)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:

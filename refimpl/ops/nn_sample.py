@@ -15,12 +15,14 @@ import math
 
 import numpy as np
 
+from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_shape import _index
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
 _A = -0.75  # the cubic convolution coefficient torch uses
+_REDUCED = (D.float16, D.bfloat16)
 
 
 def _output_sizes(input: Tensor, n: int, size, scale_factor, recompute) -> tuple:
@@ -141,7 +143,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         kind = "nearest" if mode.startswith("nearest") else mode
         raise NotImplementedError(f'"upsample_{kind}{n}d" not implemented for '
                                   f"'{input.dtype._legacy}'")
-    x = input
+    # float16/bfloat16 resample in float32 and round once, as torch's kernels
+    x = input.float() if input.dtype in _REDUCED else input
     for i in range(n):
         dim = 2 + i
         if mode == "bicubic":
@@ -150,7 +153,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             x = _linear(x, dim, sizes[i], scales[i], bool(align_corners))
         else:
             x = _nearest(x, dim, sizes[i], scales[i], mode == "nearest-exact")
-    return x
+    return x.to(input.dtype)
 
 
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
@@ -235,6 +238,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             return (coord + 1) * ((size - 1) / 2)
         return ((coord + 1) * size - 1) / 2
 
+    if input.dtype in _REDUCED:  # computed in float32, rounded once
+        return grid_sample(input.float(), grid.float(), mode, padding_mode,
+                           align_corners).to(input.dtype)
     gx = unnormalise(grid[..., 0], w)
     gy = unnormalise(grid[..., 1], h)
     flat = input.reshape(n, c, h * w)
