@@ -19,7 +19,8 @@ MODULES = [
     "comparison", "clamp", "activation", "printing",
     "views", "views_dtype", "slicing", "views_inplace", "views_properties",
     "broadcast", "shape", "indexing", "gather_scatter", "scatter_reduce", "masked",
-    "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop", "amp_ops",
+    "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop",
+    "nn_activation", "amp_ops",
 ]
 
 loaded: list = []
