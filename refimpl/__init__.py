@@ -139,14 +139,15 @@ def is_warn_always_enabled() -> builtins_bool:  # type: ignore[name-defined]
 def __getattr__(name: str):
     # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
     if name in ("cuda", "backends", "_C", "_subclasses", "_functorch", "storage", "library",
-                "nn", "linalg", "special", "profiler"):
+                "nn", "linalg", "special", "profiler", "optim"):
         import importlib
 
         return importlib.import_module(f"refimpl.{name}")
     raise AttributeError(f"module 'refimpl' has no attribute '{name}'")
 
 
-# Automatic mixed precision: refimpl.autocast, refimpl.amp, refimpl.cpu.amp (spec AUTOCAST).
+# Automatic mixed precision: refimpl.autocast, refimpl.amp, refimpl.cpu.amp (spec AUTOCAST),
+# and torch.GradScaler, which is torch.amp.GradScaler (spec AMP-SCALER).
 from refimpl import amp, cpu
-from refimpl.amp import autocast
+from refimpl.amp import GradScaler, autocast
 from refimpl.amp._functions import *

@@ -212,5 +212,20 @@ __all__ += [n for n in sorted(_TYPED)]
 __all__ += ["clock_rate", "device_memory_used", "list_gpu_processes", "memory_usage",
             "power_draw", "temperature", "utilization"]
 
-# torch.cuda.amp's deprecated autocast spellings (refimpl.amp is the current API).
-from refimpl.cuda import amp
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Warn (``"warn"``/1) or raise (``"error"``/2) on operations that make the host wait for
+    the device, or neither (``"default"``/0); see ``_sync_debug`` (spec CUDADEV-403)."""
+    _lazy_init()
+    _sync_debug.set_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The sync debug level set by :func:`set_sync_debug_mode` (0, 1 or 2)."""
+    _lazy_init()
+    return _sync_debug.get_mode()
+
+
+from refimpl.cuda import _sync_debug, amp
+
+__all__ += ["get_sync_debug_mode", "set_sync_debug_mode"]

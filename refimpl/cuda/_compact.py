@@ -16,7 +16,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.cuda import _driver, _index, _kernels, _nvrtc
+from refimpl.cuda import _driver, _index, _kernels, _nvrtc, _sync_debug
 from refimpl.cuda._index_ops import contiguous, copy_into, device_index, empty, ptr, stream
 
 _THREADS = 256
@@ -151,6 +151,7 @@ def read_count(total: Tensor) -> int:
     index error a kernel recorded is raised."""
     dev = device_index(total)
     host = np.zeros(1, np.int64)
+    _sync_debug.check()
     _driver.memcpy_dtoh_async(dev, host.ctypes.data, ptr(total), 8, stream(dev))
     _driver.stream_synchronize(dev, stream(dev))
     _index.raise_pending()

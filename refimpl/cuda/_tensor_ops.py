@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl._tensor import Tensor, contiguous_strides
-from refimpl.cuda import _driver, _host_allocator, _index, _kernels, streams
+from refimpl.cuda import _driver, _host_allocator, _index, _kernels, _sync_debug, streams
 
 
 def _expanded_strides(src: Tensor, shape: tuple) -> list[int]:
@@ -57,6 +57,7 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> None:
             "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the "
             "CPU tensor is pinned. Please use tensor.pin_memory() or allocate the tensor "
             "with pin_memory=True.")
+    _sync_debug.check_copy(non_blocking)
     if dd == "cuda":
         _host_to_device(dst, src, non_blocking)
     else:

@@ -26,7 +26,7 @@ import threading
 from typing import Any, Self
 
 from refimpl._device import device as _torch_device
-from refimpl.cuda import _device, _driver
+from refimpl.cuda import _device, _driver, _sync_debug
 from refimpl.cuda._lazy import _lazy_init
 
 _STREAMS_PER_POOL = 32
@@ -151,6 +151,7 @@ class Stream:
 
     def synchronize(self) -> None:
         """Block until all work submitted to this stream has completed."""
+        _sync_debug.check()
         _driver.stream_synchronize(self.device_index, self.cuda_stream)
 
     @property

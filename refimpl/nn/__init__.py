@@ -1,11 +1,16 @@
-"""torch.nn's functional layer (``refimpl.nn.functional``); refimpl has no modules."""
+"""``refimpl.nn``: modules, parameters, initialisers and the functional layer (torch.nn).
+
+``refimpl.nn.functional`` holds the ops layers call; ``refimpl.nn.init`` the
+initialisers; ``refimpl.nn.utils`` gradient clipping; ``refimpl.nn.modules.module`` the
+global module hooks (``register_module_forward_hook`` and friends).
+"""
 
 from __future__ import annotations
 
+from refimpl.nn import functional, init, utils
+from refimpl.nn.modules import *
+from refimpl.nn.modules import __all__ as _modules_all
+from refimpl.nn.parameter import Buffer, Parameter
 
-def __getattr__(name: str):
-    if name == "functional":
-        import importlib
-
-        return importlib.import_module("refimpl.nn.functional")
-    raise AttributeError(f"module 'refimpl.nn' has no attribute '{name}'")
+__all__ = ["Buffer", "Parameter", "functional", "init", "utils"]
+__all__.extend(_modules_all)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from refimpl.cuda.amp.autocast_mode import autocast, custom_bwd, custom_fwd
+from refimpl.cuda.amp.grad_scaler import GradScaler
 
 
 def amp_definitely_not_available() -> bool:
@@ -12,4 +13,5 @@ def amp_definitely_not_available() -> bool:
     return not cuda.is_available()
 
 
-__all__ = ["amp_definitely_not_available", "autocast", "custom_bwd", "custom_fwd"]
+__all__ = ["GradScaler", "amp_definitely_not_available", "autocast", "custom_bwd",
+           "custom_fwd"]

@@ -1,0 +1,107 @@
+"""Training-step time of refimpl against torch, same run (issue 14's benchmark).
+
+Two models from ``bench/train_models.py``, each built in torch and copied into refimpl
+through ``load_state_dict``:
+
+* ``cnn``: conv, batch norm, ReLU, max pooling, linear, cross-entropy; SGD with momentum;
+* ``transformer``: one pre-norm transformer block (attention, layer norm, GELU MLP) and a
+  linear head; AdamW.
+
+each at the unit tests' ``test`` size (per-op overhead dominates) and the larger ``bench``
+size (``train_models.SIZES``).
+
+One step is zero_grad, forward, loss, backward, optimizer step, and ``loss.item()`` (which
+also waits for the GPU). Samples alternate refimpl and torch; the median is reported and
+the goals are judged on the ratio of medians: at most 2x torch on the CPU, at most 1.5x
+on the GPU (``--device cuda``). On the CPU, numpy's OpenBLAS and torch get one thread
+each (two libraries' spinning pools make small-model timings meaningless).
+
+    python bench/bench_train.py                          # bench/results/cpu/train.json
+    python bench/bench_train.py --device cuda --out F
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import refimpl
+from bench import train_models as M
+from bench._common import cpu_model, measure
+
+RESULTS = Path(__file__).resolve().parent / "results" / "cpu" / "train.json"
+GOALS = {"cpu": 2.0, "cuda": 1.5}
+
+
+def _stepper(lib, kind: str, model, device: str, size: str):
+    opt = M.make_optimizer(lib, kind, model)
+    model.train()
+    data = [(lib.tensor(x, device=device), lib.tensor(y, device=device))
+            for x, y in M.batches(kind, 4, size)]
+    state = {"i": 0}
+
+    def step() -> float:
+        x, y = data[state["i"] % 4]
+        state["i"] += 1
+        return M.train_step(lib, model, opt, x, y).item()
+
+    return step
+
+
+def bench(kind: str, size: str, torch, device: str, number: int, repeat: int) -> dict:
+    """Median milliseconds per training step of refimpl and torch, and their ratio."""
+    tm, rm = M.paired_models(kind, torch, refimpl, device=device, size=size)
+    tm = tm.to(device)
+    fns = {"refimpl": _stepper(refimpl, kind, rm, device, size),
+           "torch": _stepper(torch, kind, tm, device, size)}
+    times = measure(fns, number=number, repeat=repeat, warmup=3)
+    ref_ms = times["refimpl"]["median_ns"] / 1e6
+    torch_ms = times["torch"]["median_ns"] / 1e6
+    ratio = ref_ms / torch_ms
+    return {"refimpl_ms_per_step": ref_ms, "torch_ms_per_step": torch_ms,
+            "refimpl_over_torch": ratio,
+            "refimpl_over_torch_min": times["refimpl"]["min_ns"] / times["torch"]["min_ns"],
+            "goal": f"<= {GOALS[device]}", "met": ratio <= GOALS[device], "samples": times}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--number", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=11)
+    args = parser.parse_args()
+    import torch
+
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    machine = {"platform": platform.platform(), "cpu": cpu_model(),
+               "python": platform.python_version(), "torch": torch.__version__,
+               "refimpl": refimpl.__version__, "device": args.device}
+    if args.device == "cuda":
+        machine["gpu"] = torch.cuda.get_device_name(0)
+    report = {"benchmark": "train", "machine": machine,
+              "sizes": M.SIZES,
+              "cases": {f"{kind}_{size}": bench(kind, size, torch, args.device, args.number,
+                                                args.repeat)
+                        for size in ("test", "bench") for kind in ("cnn", "transformer")}}
+    for kind, case in report["cases"].items():
+        print(f"{kind:<18} refimpl {case['refimpl_ms_per_step']:8.2f} ms  torch "
+              f"{case['torch_ms_per_step']:8.2f} ms  ratio {case['refimpl_over_torch']:.2f}"
+              f"  goal {case['goal']} {'met' if case['met'] else 'MISSED'}")
+    out = args.out or (RESULTS if args.device == "cpu" else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+"""torch's OpInfo database (``op_db``) walked against refimpl: which ops refimpl has, and
+how many of their sample inputs, gradients and error inputs agree with torch.
+
+For every OpInfo that applies on the device (it supports one of the dtypes walked), the
+op is *present* when refimpl has it under torch's name (``refimpl.<name>``,
+``refimpl.nn.functional.<name>``, or a Tensor method). For a present op, up to
+``--samples`` sample inputs per dtype are built by torch, converted to refimpl tensors
+(same values, dtype and device) and run on both; results agree when dtypes and shapes
+are equal and values are close (exact for integers and bools). Gradients: float64
+samples of differentiable ops, the gradient of a fixed weighted sum of the floating
+outputs with respect to every floating input. Error inputs: refimpl must raise an
+exception of torch's type whose message matches torch's regex. A sample on which torch
+itself raises is skipped.
+
+One command::
+
+    python bench/opdb_report.py                      # CPU: float32, float64, int64, bool
+    python bench/opdb_report.py --device cuda --dtypes float32,float16,bfloat16,int64,bool
+    python bench/opdb_report.py --ops 'nn.functional.*,add' -v
+
+It prints one line per op and a JSON summary, written to ``--out`` (default
+``bench/results/<device>/opdb_report.json``). It is not part of the default test run
+(it takes minutes); ``tests/test_bench_imports.py`` checks that it imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import platform
+import re
+import signal
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(_signum, _frame):
+    raise _Timeout
+
+
+def resolve(name: str):
+    """refimpl's callable for an OpInfo name, or None when refimpl lacks it."""
+    import refimpl
+    import refimpl.nn.functional as F
+
+    parts = name.split(".")
+    if parts[:2] == ["nn", "functional"]:
+        return getattr(F, parts[2], None) if len(parts) == 3 else None
+    obj = refimpl
+    for p in parts:
+        obj = getattr(obj, p, None)
+        if obj is None:
+            break
+    if obj is not None and callable(obj):
+        return obj
+    if len(parts) == 1 and hasattr(refimpl.Tensor, name):
+        return lambda self, *a, **k: getattr(self, name)(*a, **k)
+    return None
+
+
+def to_refimpl(x, device: str):
+    """A torch value (tensors, dtypes, devices, containers) as its refimpl counterpart;
+    a tensor keeps its ``requires_grad``."""
+    import torch
+
+    import refimpl as t
+
+    if isinstance(x, torch.Tensor):
+        arr = x.detach().cpu()
+        if arr.dtype is torch.bfloat16:
+            r = t.tensor(arr.float().numpy(), device=device).to(t.bfloat16)
+        else:
+            r = t.tensor(arr.resolve_conj().resolve_neg().numpy(), device=device)
+        if x.requires_grad:
+            r.requires_grad_(True)
+        return r
+    if isinstance(x, torch.dtype):
+        return getattr(t, str(x).removeprefix("torch."))
+    if isinstance(x, torch.device):
+        return t.device(str(x))
+    if isinstance(x, torch.memory_format):
+        return getattr(t, str(x).removeprefix("torch."))
+    if isinstance(x, torch.Size):
+        return tuple(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_refimpl(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: to_refimpl(v, device) for k, v in x.items()}
+    if isinstance(x, torch.Generator):
+        raise TypeError("a torch Generator has no refimpl counterpart")
+    return x
+
+
+_TOL = {"float16": (1e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2), "float32": (1.3e-6, 1e-5),
+        "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7)}
+
+
+def same(r, T) -> bool:
+    """Whether refimpl's result ``r`` agrees with torch's ``T``."""
+    import torch
+
+    import refimpl as t
+
+    if isinstance(T, torch.Tensor):
+        if not isinstance(r, t.Tensor) or tuple(r.shape) != tuple(T.shape):
+            return False
+        if str(r.dtype) != str(T.dtype):
+            return False
+        a = np.asarray(r.detach().cpu().to(t.float64)._np if r.dtype in (
+            t.float16, t.bfloat16) else r.detach().cpu()._np)
+        b = T.detach().cpu()
+        b = (b.double() if b.dtype in (torch.float16, torch.bfloat16) else b).resolve_conj()
+        b = b.resolve_neg().numpy()
+        name = str(T.dtype).removeprefix("torch.")
+        if name in _TOL:
+            rt, at = _TOL[name]
+            return bool(np.allclose(a, b, rtol=rt, atol=at, equal_nan=True))
+        return bool(np.array_equal(a, b))
+    if isinstance(T, (list, tuple)):
+        return isinstance(r, (list, tuple)) and len(r) == len(T) and all(
+            same(a, b) for a, b in zip(r, T))
+    if isinstance(T, torch.dtype):
+        return str(r) == str(T)
+    if isinstance(T, float) and isinstance(r, (int, float)):
+        return bool(np.isclose(r, T, equal_nan=True))
+    return r == T
+
+
+def _flat_tensors(x) -> list:
+    if isinstance(x, (list, tuple)):
+        return [v for e in x for v in _flat_tensors(e)]
+    return [x] if hasattr(x, "requires_grad") and hasattr(x, "shape") else []
+
+
+def _grads(mod, fn, args: list, kwargs: dict):
+    """Gradients of a fixed weighted sum of the floating outputs with respect to every
+    tensor argument that requires grad (None when there is nothing to differentiate)."""
+    out = fn(*args, **kwargs)
+    leaves = [a for a in _flat_tensors([args, list(kwargs.values())]) if a.requires_grad]
+    outs = [o for o in _flat_tensors(out) if o.requires_grad]
+    if not leaves or not outs:
+        return None
+    total = None
+    for i, o in enumerate(outs):
+        w = np.cos(np.arange(o.numel()) + i).reshape(tuple(o.shape))
+        wt = mod.tensor(w, dtype=o.dtype, device=o.device)
+        s = (o * wt).sum()
+        total = s if total is None else total + s
+    got = mod.autograd.grad(total, leaves, allow_unused=True)
+    return [mod.zeros_like(a) if g is None else g for a, g in zip(leaves, got)]
+
+
+def capture(op, sample, name: str) -> tuple:
+    """The call of the function named ``name`` that torch's OpInfo callable makes on
+    ``sample``: ``(function, args, kwargs)``, or the OpInfo callable with the sample's
+    own arguments when no such call is seen.
+
+    OpInfos often wrap the function in a lambda that reorders or completes its arguments
+    (``embedding``'s takes the weight first); a torch function mode sees the call the
+    wrapper makes, so refimpl's function gets exactly torch's arguments.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    last = name.split(".")[-1]
+    seen: list = []
+
+    class Capture(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if not seen and getattr(func, "__name__", None) == last:
+                seen.append((func, list(args), dict(kwargs)))
+            return func(*args, **kwargs)
+
+    try:
+        with Capture():
+            op(sample.input, *sample.args, **sample.kwargs)
+    except Exception:  # noqa: BLE001, S110 - error inputs raise here; the call is still seen
+        pass
+    return seen[0] if seen else (op, [sample.input, *sample.args], dict(sample.kwargs))
+
+
+_RANDOM = object()
+
+
+def _deterministic(func, args, kwargs):
+    """torch's result, or ``_RANDOM`` when two runs under different seeds differ (a
+    random op such as dropout: its bits cannot match another generator's)."""
+    import torch
+
+    torch.manual_seed(0)
+    first = func(*args, **kwargs)
+    torch.manual_seed(1)
+    second = func(*args, **kwargs)
+    return first if _torch_equal(first, second) else _RANDOM
+
+
+def _torch_equal(a, b) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and bool(
+            torch.equal(a.detach(), b.detach()) or (a.detach().isnan() == b.detach().isnan())
+            .all() and torch.equal(a.detach().nan_to_num(), b.detach().nan_to_num()))
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(
+            _torch_equal(x, y) for x, y in zip(a, b))
+    return True
+
+
+def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
+    """Forward, gradient and error-input results of one OpInfo."""
+    import torch
+
+    import refimpl as t
+
+    res = {"forward": [0, 0], "grad": [0, 0], "errors": [0, 0], "failures": [], "random": 0}
+    supported = op.supported_dtypes(device)
+
+    def guarded(kind: str, work) -> None:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            ok = work()
+        except _Timeout:
+            ok, why = False, "timeout"
+        except Exception as e:  # noqa: BLE001 - a refimpl failure is a result
+            ok, why = False, f"{type(e).__name__}: {str(e)[:120]}"
+        else:
+            why = "mismatch"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        res[kind][1] += 1
+        res[kind][0] += bool(ok)
+        if not ok and len(res["failures"]) < 5:
+            res["failures"].append(f"{kind}: {why}")
+
+    def samples_of(dtype, grad: bool) -> list:
+        try:
+            return list(op.sample_inputs(device, dtype, requires_grad=grad))[:limit]
+        except Exception:  # noqa: BLE001 - torch's own sample generator failed
+            return []
+
+    for dname in dtypes:
+        dtype = getattr(torch, dname)
+        if dtype not in supported:
+            continue
+        for s in samples_of(dtype, False):
+            func, args, kwargs = capture(op, s, op.name)
+            try:
+                expected = _deterministic(func, args, kwargs)
+            except Exception:  # noqa: BLE001, S112 - torch refuses this sample: skipped
+                continue
+            if expected is _RANDOM:
+                res["random"] += 1
+                continue
+
+            def forward(args=args, kwargs=kwargs, expected=expected):
+                return same(fn(*to_refimpl(args, device), **to_refimpl(kwargs, device)),
+                            expected)
+            guarded("forward", forward)
+        if dname != "float64" or not op.supports_autograd:
+            continue
+        for s in samples_of(dtype, True):
+            func, args, kwargs = capture(op, s, op.name)
+            try:
+                want = _grads(torch, func, args, kwargs)
+                if _deterministic(func, args, kwargs) is _RANDOM:
+                    continue
+            except Exception:  # noqa: BLE001, S112 - torch cannot differentiate this sample
+                continue
+            if want is None:
+                continue
+
+            def gradient(args=args, kwargs=kwargs, want=want):
+                got = _grads(t, fn, to_refimpl(args, device), to_refimpl(kwargs, device))
+                return same(got, want)
+            guarded("grad", gradient)
+    try:
+        errors = list(op.error_inputs(device))[:limit]
+    except Exception:  # noqa: BLE001 - no error inputs for this op
+        errors = []
+    for ei in errors:
+        def error(ei=ei):
+            _, args, kwargs = capture(op, ei.sample_input, op.name)
+            try:
+                fn(*to_refimpl(args, device), **to_refimpl(kwargs, device))
+            except Exception as e:  # noqa: BLE001 - the exception is the result
+                kind = type(e).__name__.lstrip("_")
+                want = ei.error_type.__name__
+                return (isinstance(e, ei.error_type) or kind == want) and bool(
+                    re.search(ei.error_regex, str(e)))
+            return False
+        guarded("errors", error)
+    return res
+
+
+def main(argv=None) -> int:
+    """Walk op_db, print per-op results and a JSON summary."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtypes", default="float32,float64,int64,bool")
+    p.add_argument("--samples", type=int, default=20, help="samples per op and dtype")
+    p.add_argument("--ops", default="",
+                   help="comma-separated OpInfo names (shell patterns) to walk")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per sample")
+    p.add_argument("--out", default="")
+    p.add_argument("-v", "--verbose", action="store_true", help="print failure reasons")
+    opts = p.parse_args(argv)
+
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    import refimpl
+
+    signal.signal(signal.SIGALRM, _alarm)
+    warnings.simplefilter("ignore")
+    dtypes = [d for d in opts.dtypes.split(",") if d]
+    wanted = {o for o in opts.ops.split(",") if o}
+    started = time.time()
+    ops, missing = {}, []
+    for op in op_db:
+        if wanted and not any(fnmatch.fnmatchcase(op.name, w) for w in wanted):
+            continue
+        if not any(getattr(torch, d) in op.supported_dtypes(opts.device) for d in dtypes):
+            continue
+        key = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        fn = resolve(op.name)
+        if fn is None:
+            missing.append(key)
+            print(f"{key:48s} missing")
+            continue
+        r = run_op(op, fn, dtypes, opts.device, opts.samples, opts.timeout)
+        ops[key] = r
+        cols = "  ".join(f"{k} {r[k][0]}/{r[k][1]}" for k in ("forward", "grad", "errors"))
+        ok = all(r[k][0] == r[k][1] for k in ("forward", "grad", "errors"))
+        print(f"{key:48s} {'pass' if ok else 'FAIL'}  {cols}", flush=True)
+        if opts.verbose and not ok:
+            for f in r["failures"]:
+                print(f"    {f}")
+    totals = {k: [sum(r[k][0] for r in ops.values()), sum(r[k][1] for r in ops.values())]
+              for k in ("forward", "grad", "errors")}
+    applicable = len(ops) + len(missing)
+    summary = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "torch": torch.__version__, "refimpl": getattr(refimpl, "__version__",
+                                                                   "")},
+        "device": opts.device, "dtypes": dtypes, "samples_per_dtype": opts.samples,
+        "seconds": round(time.time() - started, 1),
+        "applicable_ops": applicable, "present_ops": len(ops),
+        "present_fraction": round(len(ops) / applicable, 4) if applicable else None,
+        "ops_all_passing": sum(all(r[k][0] == r[k][1] for k in totals) for r in ops.values()),
+        "random_samples_skipped": sum(r["random"] for r in ops.values()),
+        "totals": totals,
+        "agreement": {k: round(v[0] / v[1], 4) if v[1] else None for k, v in totals.items()},
+        "missing": sorted(missing),
+        "ops": ops,
+    }
+    out = Path(opts.out) if opts.out else ROOT / "bench" / "results" / opts.device / \
+        "opdb_report.json"
+    if opts.out or not wanted:  # a partial walk is kept only where asked
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    brief = {k: v for k, v in summary.items() if k not in ("ops", "missing")}
+    print(json.dumps(brief, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``nn.utils``: gradient clipping and parameter/vector conversion (spec NN-200..)."""
+
+from refimpl.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
+from refimpl.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector",
+           "vector_to_parameters"]

@@ -1,0 +1,235 @@
+"""Normalisations of ``torch.nn.functional``: ``batch_norm`` (with running-statistics
+updates), ``layer_norm``, ``group_norm``, ``rms_norm``, ``instance_norm``,
+``local_response_norm`` (spec: NNF-050..NNF-055).
+
+Each is a composition of refimpl ops (mean, var, rsqrt, broadcasting arithmetic), so it
+runs on every device, under fake tensors, and through first and second order autograd
+and forward mode. float16/bfloat16 inputs are normalised in float32 and rounded back
+once, as torch's CPU and CUDA kernels accumulate in float32. Running statistics are
+updated in place without recording autograd history, with the unbiased batch variance.
+"""
+
+from __future__ import annotations
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+from refimpl.ops.nn_loss import _not_differentiable
+from refimpl.ops.reduction_stats import var_mean
+
+_REDUCED = (D.float16, D.bfloat16)
+
+
+def _no_grad():
+    from refimpl.autograd.grad_mode import no_grad
+
+    return no_grad()
+
+
+def _upcast(x: Tensor) -> Tensor:
+    return x.float() if x.dtype in _REDUCED else x
+
+
+def _affine(out: Tensor, weight, bias, shape) -> Tensor:
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+def _check_floating(input: Tensor, kernel: str) -> None:
+    if input.dtype.category != 2:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{input.dtype._legacy}\'')
+
+
+def _check_channels(name: str, t, c: int) -> None:
+    if t is not None and t.numel() != c:
+        raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise over every dim but the channels (dim 1): with the batch statistics when
+    ``training`` (and then update ``running_mean``/``running_var`` in place with
+    ``momentum``, the variance unbiased), else with the running statistics (spec NNF-050)."""
+    c = input.shape[1] if input.dim() > 1 else 0
+    if training:
+        size = input.numel() // c if c else 0
+        if size == 1:
+            raise ValueError("Expected more than 1 value per channel when training, got input "
+                             f"size {input.shape}")
+    elif running_mean is None or running_var is None:
+        which = "running_mean" if running_mean is None else "running_var"
+        raise RuntimeError(f"{which} must be defined in evaluation mode")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        _check_channels(name, t, c)
+    _check_floating(input, "batch_norm")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        _not_differentiable("native_batch_norm", name, t)
+    if input.numel() == 0:
+        return input.clone()
+    dims = [d for d in range(input.dim()) if d != 1]
+    shape = [1] * input.dim()
+    shape[1] = c
+    x = _upcast(input)
+    if training:
+        var, mean = var_mean(x, dims, correction=0)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var, momentum,
+                            x.numel() // max(c, 1))
+    else:
+        mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
+    out = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    return _affine(out, weight, bias, shape).to(input.dtype)
+
+
+def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
+    with _no_grad():
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
+                                                 alpha=momentum)
+        if running_var is not None:
+            unbiased = var.detach() * (n / (n - 1) if n > 1 else float("inf"))
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+
+
+def _check_normalized(input: Tensor, normalized_shape, weight, bias, sep: str) -> list:
+    shape = [int(s) for s in ((normalized_shape,) if isinstance(normalized_shape, int)
+                              else normalized_shape)]
+    n = len(shape)
+    if n == 0:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and list(t.shape) != shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
+                               f"got {name} of shape {list(t.shape)} and normalized_shape = "
+                               f"{shape}")
+    if input.dim() < n or list(input.shape[input.dim() - n:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={shape}, expected input with shape "
+                           f"[*{sep}{', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    return list(range(-n, 0))
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` dims, then scale and shift
+    elementwise (spec NNF-051)."""
+    dims = _check_normalized(input, normalized_shape, weight, bias, ", ")
+    _check_floating(input, "LayerNormKernelImpl")
+    x = _upcast(input)
+    var, mean = var_mean(x, dims, correction=0, keepdim=True)
+    out = (x - mean) * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.to(input.dtype)
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing dims; ``eps`` defaults
+    to the machine epsilon of the dtype it computes in (spec NNF-052)."""
+    dims = _check_normalized(input, normalized_shape, weight, None, "")
+    _check_floating(input, "rms_norm")
+    x = _upcast(input)
+    if eps is None:  # the epsilon of the dtype computed in (float32 for float16/bfloat16)
+        import ml_dtypes
+
+        eps = float(ml_dtypes.finfo(x.dtype.np).eps)
+    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    return out.to(input.dtype)
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise each of ``num_groups`` channel groups of every sample, then scale and
+    shift per channel (spec NNF-053)."""
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{input.dim()}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError("Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.dim() != 1 or t.numel() != c):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number "
+                               f"of channels in input, but got {name} of shape "
+                               f"{list(t.shape)} and input of shape {list(input.shape)}")
+    _check_floating(input, "GroupNormKernelImpl")
+    x = _upcast(input)
+    g = x.reshape(n, num_groups, x.numel() // max(n * num_groups, 1))
+    var, mean = var_mean(g, -1, correction=0, keepdim=True)
+    out = ((g - mean) * (var + eps).rsqrt()).reshape(input.shape)
+    shape = [1] * input.dim()
+    shape[1] = c
+    return _affine(out, weight, bias, shape).to(input.dtype)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise every (sample, channel) over its spatial dims; running statistics (the
+    mean over the batch) are updated as batch_norm's (spec NNF-054)."""
+    if input.dim() < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.dim()} "
+                         "dimensions)")
+    if use_input_stats:
+        spatial = 1
+        for s in input.shape[2:]:
+            spatial *= s
+        if spatial == 1:
+            raise ValueError("Expected more than 1 spatial element when training, got input "
+                             f"size {input.shape}")
+    elif running_mean is None or running_var is None:
+        which = "running_mean" if running_mean is None else "running_var"
+        raise RuntimeError(f"Expected {which} to be defined when use_input_stats is false")
+    _check_floating(input, "batch_norm")
+    c = input.shape[1]
+    shape = [1] * input.dim()
+    shape[1] = c
+    x = _upcast(input)
+    dims = list(range(2, input.dim()))
+    if use_input_stats:
+        var, mean = var_mean(x, dims, correction=0, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            n = x.numel() // (x.shape[0] * c)
+            _update_running(running_mean, running_var, mean.mean(0).flatten(),
+                            var.mean(0).flatten(), momentum, n)
+    else:
+        mean = running_mean.to(x.dtype).reshape(shape)
+        var = running_var.to(x.dtype).reshape(shape)
+    out = (x - mean) * (var + eps).rsqrt()
+    return _affine(out, weight, bias, shape).to(input.dtype)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """Divide by ``(k + alpha * mean of squares over size neighbouring channels) ** beta``
+    (the channel window zero-padded, always divided by ``size``) (spec NNF-055)."""
+    from refimpl.ops.nn_shape import pad, windows
+
+    if input.dim() < 3:
+        raise ValueError("Expected 3D or higher dimensionality                          "
+                         f"input (got {input.dim()} dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = (input * input).movedim(1, -1)
+    sq = pad(sq, (size // 2, (size - 1) // 2))
+    total = windows(sq, [size], [1], [1], sq.dim() - 1).sum(-1)
+    # the channel average is an avg_pool in torch: integer inputs divide with truncation
+    div = total.div(size, rounding_mode="trunc") if total.dtype.category < 2 else total / size
+    div = (div.movedim(-1, 1) * alpha + k).pow(beta)
+    return input / div
+
+
+__all__: list = []

@@ -1,0 +1,215 @@
+"""refimpl.nn layers against torch: each layer built in torch, its state dict loaded into
+refimpl's, then forward outputs and gradients (inputs and parameters) compared."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import refimpl
+
+torch = pytest.importorskip("torch")
+
+LAYERS = [
+    ("Linear(5, 3)", (4, 5)),
+    ("Linear(5, 3, bias=False)", (2, 4, 5)),
+    ("Bilinear(3, 4, 2)", None),
+    ("Conv1d(3, 4, 3, stride=2, padding=1)", (2, 3, 9)),
+    ("Conv2d(4, 6, 3, padding='same', groups=2, padding_mode='reflect')", (2, 4, 6, 6)),
+    ("Conv2d(3, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding_mode='circular')",
+     (2, 3, 7, 7)),
+    ("Conv3d(2, 3, 2)", (1, 2, 4, 4, 4)),
+    ("ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1)", (2, 3, 4, 4)),
+    ("ConvTranspose1d(2, 4, 3, groups=2)", (2, 2, 5)),
+    ("BatchNorm1d(4)", (6, 4)),
+    ("BatchNorm2d(3, momentum=None)", (4, 3, 2, 2)),
+    ("BatchNorm2d(3, affine=False, track_running_stats=False)", (4, 3, 2, 2)),
+    ("LayerNorm([3, 4])", (2, 3, 4)),
+    ("GroupNorm(2, 4)", (3, 4, 5)),
+    ("RMSNorm(4, eps=1e-5)", (3, 4)),
+    ("Embedding(10, 3, padding_idx=2)", "indices"),
+    ("PReLU(3)", (2, 3, 4)),
+    ("GELU(approximate='tanh')", (3, 4)),
+    ("SiLU()", (3, 4)),
+    ("LeakyReLU(0.2)", (3, 4)),
+    ("ELU(0.5)", (3, 4)),
+    ("Softmax(dim=1)", (3, 4)),
+    ("LogSoftmax(dim=-1)", (3, 4)),
+    ("Hardtanh(-0.5, 0.5)", (3, 4)),
+    ("MaxPool2d(2, stride=1, padding=1)", (2, 3, 5, 5)),
+    ("AvgPool2d(3, stride=2, padding=1, count_include_pad=False)", (2, 3, 5, 5)),
+    ("AdaptiveAvgPool2d((2, 3))", (2, 3, 5, 7)),
+    ("MaxPool1d(3)", (2, 3, 9)),
+    ("Flatten(0, 1)", (2, 3, 4)),
+    ("Unflatten(1, (2, 2))", (3, 4)),
+]
+
+
+def _run(lib, spec: str, shape, torch_module, initial: dict, train: bool):
+    rng = np.random.default_rng(0)
+    if lib is torch:
+        module = torch_module
+    else:
+        module = eval("lib.nn." + spec)
+        module.load_state_dict(initial)
+    module.train(train)
+    if shape == "indices":
+        inputs = [lib.tensor(rng.integers(0, 10, (4, 3)))]
+    elif shape is None:
+        inputs = [lib.tensor(rng.standard_normal((5, 3)).astype(np.float32), requires_grad=True),
+                  lib.tensor(rng.standard_normal((5, 4)).astype(np.float32), requires_grad=True)]
+    else:
+        inputs = [lib.tensor(rng.standard_normal(shape).astype(np.float32),
+                             requires_grad=True)]
+    out = module(*inputs)
+    weight = lib.tensor(rng.standard_normal(tuple(out.shape)).astype(np.float32))
+    (out * weight).sum().backward()
+    grads = [i.grad for i in inputs if i.requires_grad] + [p.grad for p in module.parameters()]
+    state = [v for v in module.state_dict().values()]
+    return [out, *grads, *state]
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize(("spec", "shape"), LAYERS, ids=[s for s, _ in LAYERS])
+def test_layer_matches_torch(spec, shape, train):
+    if spec.startswith("ConvTranspose") and not hasattr(refimpl.nn.functional,
+                                                        "conv_transpose1d"):
+        with pytest.raises(NotImplementedError, match="conv_transpose"):
+            tm = eval("torch.nn." + spec)
+            _run(refimpl, spec, shape, tm,
+                 {k: refimpl.tensor(v.numpy()) for k, v in tm.state_dict().items()}, train)
+        return
+    torch.manual_seed(0)
+    torch_module = eval("torch.nn." + spec)
+    initial = {k: refimpl.tensor(v.numpy()) for k, v in torch_module.state_dict().items()}
+    expected = _run(torch, spec, shape, torch_module, initial, train)
+    actual = _run(refimpl, spec, shape, torch_module, initial, train)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+
+
+MHA = [
+    ({}, {}),
+    ({"batch_first": True}, {"average_attn_weights": False}),
+    ({"kdim": 3, "vdim": 5, "bias": False}, {}),
+    ({"add_bias_kv": True, "add_zero_attn": True}, {}),
+    ({}, {"attn_mask": "bool", "key_padding_mask": True}),
+    ({}, {"attn_mask": "float", "need_weights": False}),
+    ({"batch_first": True}, {"self": True}),
+]
+
+
+@pytest.mark.parametrize(("ctor", "call"), MHA, ids=[str(i) for i in range(len(MHA))])
+def test_multihead_attention_matches_torch(ctor, call):
+    def run(lib, tm):
+        rng = np.random.default_rng(3)
+        e, kd, vd = 4, ctor.get("kdim", 4), ctor.get("vdim", 4)
+        first = ctor.get("batch_first", False)
+        lq, ls, n = 3, 5, 2
+
+        def arr(*s):
+            return lib.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+
+        q = arr(n, lq, e) if first else arr(lq, n, e)
+        k = arr(n, ls, kd) if first else arr(ls, n, kd)
+        v = arr(n, ls, vd) if first else arr(ls, n, vd)
+        if call.get("self"):
+            k = v = q
+        m = tm if lib is torch else refimpl.nn.MultiheadAttention(4, 2, **ctor)
+        if lib is not torch:
+            m.load_state_dict({key: refimpl.tensor(val.numpy())
+                               for key, val in tm.state_dict().items()})
+        kwargs = {key: val for key, val in call.items() if key != "self"}
+        if kwargs.get("attn_mask") == "bool":
+            kwargs["attn_mask"] = lib.tensor(np.triu(np.ones((lq, ls), bool), 1))
+        elif kwargs.get("attn_mask") == "float":
+            kwargs["attn_mask"] = lib.tensor(rng.standard_normal((lq, ls)).astype(np.float32))
+        if kwargs.get("key_padding_mask"):
+            kwargs["key_padding_mask"] = lib.tensor(np.array([[0, 0, 0, 0, 1],
+                                                              [0, 1, 0, 0, 0]], bool))
+        out, weights = m(q, k, v, **kwargs)
+        out.sum().backward()
+        res = [out, q.grad, k.grad, v.grad, *(p.grad for p in m.parameters())]
+        return res + ([weights] if weights is not None else [])
+
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(4, 2, **ctor)
+    expected = run(torch, tm)
+    actual = run(refimpl, tm)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+
+
+LOSSES = [
+    ("CrossEntropyLoss(label_smoothing=0.1)", "classes"),
+    ("NLLLoss(reduction='sum')", "classes"),
+    ("MSELoss()", "same"),
+    ("L1Loss(reduction='none')", "same"),
+    ("SmoothL1Loss(beta=0.5)", "same"),
+    ("HuberLoss(delta=0.3)", "same"),
+    ("BCEWithLogitsLoss()", "prob"),
+    ("BCELoss()", "sigmoid"),
+    ("KLDivLoss(reduction='batchmean')", "same"),
+]
+
+
+@pytest.mark.parametrize(("spec", "kind"), LOSSES, ids=[s for s, _ in LOSSES])
+def test_loss_matches_torch(spec, kind):
+    def run(lib):
+        rng = np.random.default_rng(5)
+        x = lib.tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
+        inp = x.sigmoid() if kind == "sigmoid" else x
+        if kind == "classes":
+            inp = inp.log_softmax(1) if "NLL" in spec else inp
+            target = lib.tensor(rng.integers(0, 3, 4))
+        elif kind in ("prob", "sigmoid"):
+            target = lib.tensor(rng.random((4, 3)).astype(np.float32))
+        else:
+            target = lib.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+        loss = eval("lib.nn." + spec)(inp, target)
+        loss.sum().backward()
+        return [loss, x.grad]
+
+    for a, e in zip(run(refimpl), run(torch), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+
+
+RNNS = [
+    ("LSTM(3, 4)", False),
+    ("LSTM(3, 5, num_layers=2, proj_size=2, bidirectional=True, batch_first=True)", True),
+    ("GRU(3, 4, num_layers=2, bias=False)", False),
+    ("GRU(3, 4, bidirectional=True)", False),
+    ("RNN(3, 4, nonlinearity='relu', num_layers=2)", False),
+    ("RNN(3, 4)", "unbatched"),
+]
+
+
+@pytest.mark.parametrize(("spec", "first"), RNNS, ids=[s for s, _ in RNNS])
+def test_recurrent_layer_matches_torch(spec, first):
+    torch.manual_seed(0)
+    tm = eval("torch.nn." + spec)
+    initial = {k: refimpl.tensor(v.numpy()) for k, v in tm.state_dict().items()}
+
+    def run(lib):
+        rng = np.random.default_rng(4)
+        shape = (5, 3) if first == "unbatched" else ((2, 5, 3) if first else (5, 2, 3))
+        x = lib.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+        m = tm if lib is torch else eval("refimpl.nn." + spec)
+        if lib is not torch:
+            m.load_state_dict(initial)
+        out, hidden = m(x)
+        hs = list(hidden) if isinstance(hidden, tuple) else [hidden]
+        (out.sum() + sum(h.sum() for h in hs)).backward()
+        return [out, *hs, x.grad, *(p.grad for p in m.parameters())]
+
+    assert repr(eval("refimpl.nn." + spec)) == repr(tm)
+    assert [n for n, _ in eval("refimpl.nn." + spec).named_parameters()] == \
+        [n for n, _ in tm.named_parameters()]
+    for a, e in zip(run(refimpl), run(torch), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
