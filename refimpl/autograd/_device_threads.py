@@ -26,6 +26,8 @@ import queue
 import threading
 from typing import Any
 
+from refimpl._storage import UntypedStorage
+
 _WAKE = object()  # queued to a waiting worker when the node it waits for is done
 
 
@@ -75,12 +77,13 @@ def _worker(device: int) -> _Worker:
 def input_device(inputs: list) -> int | None:
     """The CUDA device a node's gradients arrive on (torch's ``InputBuffer::device``):
     the device of its first gradient not on the CPU; None when all are on the CPU (or
-    on the meta device, which torch also keeps on the owning thread)."""
+    on the meta device, which torch also keeps on the owning thread). Fake CUDA tensors
+    stay on the owning thread too: they need no device, and none may exist."""
     for g in inputs:
         if g is not None:
             dev = g.device
             if dev.type == "cuda":
-                return dev.index
+                return dev.index if g._storage.__class__ is UntypedStorage else None
             if dev.type != "cpu":
                 return None
     return None

@@ -427,16 +427,15 @@ def _obeys_layout(grad, variable) -> bool:
 
 
 def _clone_obey_contract(grad, variable):
-    """A copy of ``grad`` laid out like ``variable`` (when it is dense), recorded."""
-    from refimpl._storage import UntypedStorage
-    from refimpl._tensor import Tensor, contiguous_strides
+    """A copy of ``grad`` laid out like ``variable`` (when it is dense), recorded. Made by a
+    factory, so that under a fake mode the copy is fake too."""
+    from refimpl._tensor import contiguous_strides
+    from refimpl.ops.factories import empty_strided
 
     strides = _dense_strides(variable)
     if strides is None or 0 in variable._shape:
         strides = contiguous_strides(variable._shape)
-    numel = grad.numel()
-    storage = UntypedStorage(numel * grad.dtype.itemsize, device=grad.device)
-    out = Tensor._make(storage, grad._shape, strides, 0, grad.dtype)
+    out = empty_strided(grad._shape, strides, dtype=grad.dtype, device=grad.device)
     out.copy_(grad)
     return out
 
