@@ -47,6 +47,8 @@ grep -E "passed|failed" "$LOG" | tail -n 1
 python3 bench/bench_gpu_ops.py --out "$OUT/gpu_ops.json" 2>&1 | tee -a "$LOG"
 python3 bench/bench_gpu_graphs.py --out "$OUT/gpu_graphs.json" >> "$LOG" 2>&1
 python3 bench/bench_gpu_indexing.py --out "$OUT/gpu_indexing.json" >> "$LOG" 2>&1
+python3 bench/bench_allocator.py --loops 5000 --out "$OUT/allocator.json" >> "$LOG" 2>&1
+grep -E '"(empty|ratio)' "$OUT/allocator.json" | head -n 20 | tee -a "$LOG"
 if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] \
         && [ -f bench/bench_multi_gpu.py ]; then
     python3 bench/bench_multi_gpu.py --out "$OUT/multi_gpu.json" 2>&1 | tee -a "$LOG"
