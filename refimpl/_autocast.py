@@ -258,18 +258,27 @@ _AutocastState.layer = staticmethod(_layer)
 
 
 def composite(name: str):
-    """Decorator: give a composite function (one written in refimpl ops, not an OpDef)
-    the autocast policy of op ``name``, as torch registers policies on composite ops such
-    as ``matmul``; inside, the ops it calls are not autocast again."""
+    """Decorator: make a composite function (one written in refimpl ops, not an OpDef)
+    behave as torch's composite op ``name`` does: it takes that op's autocast policy
+    (inside, the ops it calls are not autocast again), and a running profiler records it
+    as ``aten::<name>`` around the ops it calls."""
 
     def wrap(fn):
         AUTOCAST.__class__.ops = AUTOCAST.ops | {name}
 
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
+        def call(*args, **kwargs):
             if AUTOCAST.active:
                 return apply_policy(name, fn, args, kwargs)
             return fn(*args, **kwargs)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            from refimpl import _dispatch  # (it imports this module)
+
+            profiler = _dispatch.PROFILE_LAYER
+            if profiler is not None:
+                return profiler.composite(name, call, args, kwargs)
+            return call(*args, **kwargs)
 
         return run
 

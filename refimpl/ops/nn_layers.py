@@ -15,10 +15,12 @@ from __future__ import annotations
 import math
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_conv import _c_name
 
 
+@composite("linear")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (spec NNF-060)."""
     if weight.dim() == 2 and input.dim() >= 1 and input.shape[-1] != weight.shape[1]:

@@ -187,6 +187,19 @@ class Collector:
             return False
         return True
 
+    def composite(self, name: str, fn, args: tuple, kwargs: dict) -> Any:
+        """Record one composite op (a function written in refimpl ops, such as
+        ``linear``) as ``aten::<name>`` around the ops it runs."""
+        shapes = None
+        if self.record_shapes:
+            shapes = [_shape_of(a) for a in args] + [_shape_of(v) for v in kwargs.values()]
+            shapes += [[]] * (schema_arity(name) - len(shapes))
+        r = self.open(profiler_name(name), shapes)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.close(r)
+
     def __call__(self, op: Any, args: tuple, kwargs: dict) -> Any:
         """Record one op: open its range, run the dispatcher underneath, close it."""
         name = _NAMES.get(op)

@@ -9,6 +9,7 @@ import math
 import numbers
 import warnings
 
+from refimpl import _dispatch
 from refimpl._tensor import Tensor
 from refimpl.nn import functional as F
 from refimpl.nn import init
@@ -199,7 +200,12 @@ class RNNBase(Module):
                 h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
         else:
             h0, c0 = (hx if batched else hx.unsqueeze(1)), None
-        output, hidden = self._run(input, h0, c0)
+        profiler = _dispatch.PROFILE_LAYER  # a running profiler records aten::lstm etc.
+        if profiler is not None:
+            output, hidden = profiler.composite(_ATEN_NAMES[self.mode], self._run,
+                                                (input, h0, c0), {})
+        else:
+            output, hidden = self._run(input, h0, c0)
         if not batched:
             output = output.squeeze(1)
             hidden = ((hidden[0].squeeze(1), hidden[1].squeeze(1)) if self.mode == "LSTM"
@@ -207,6 +213,10 @@ class RNNBase(Module):
         elif self.batch_first:
             output = output.transpose(0, 1)
         return output, hidden
+
+
+# torch's op names of the recurrent layers (what a profile shows)
+_ATEN_NAMES = {"LSTM": "lstm", "GRU": "gru", "RNN_TANH": "rnn_tanh", "RNN_RELU": "rnn_relu"}
 
 
 def _cat(tensors: list[Tensor], dim: int) -> Tensor:
