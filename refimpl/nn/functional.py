@@ -17,7 +17,14 @@ from refimpl._tensor import Tensor
 from refimpl.ops import activation as _act
 from refimpl.ops import nn_activation as _nna
 from refimpl.ops.elementwise_binary import where
-from refimpl.ops.nn_conv import conv1d, conv2d, conv3d
+from refimpl.ops.nn_conv import (
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+)
 from refimpl.ops.nn_layers import (
     alpha_dropout,
     bilinear,
@@ -315,7 +322,8 @@ __all__ = [
     "alpha_dropout",
     "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm", "bilinear",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
-    "conv3d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
+    "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout",
     "dropout1d", "dropout2d", "dropout3d", "elu", "embedding", "embedding_bag",
     "feature_alpha_dropout", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hinge_embedding_loss",
