@@ -1,0 +1,192 @@
+"""The rest of ``torch.nn.functional``'s breadth: ``multi_margin_loss``,
+``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``, ``pdist``,
+``channel_shuffle``, ``max_unpool1d/2d/3d`` (spec: NNF-077, NNF-078, NNF-067, NNF-045).
+
+Compositions of refimpl ops like the rest of the functional layer (every device,
+autograd to any order); index tables come from shapes alone, on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._tensor import Tensor
+from refimpl.ops.elementwise_binary import where
+from refimpl.ops.nn_loss import _check_reduction, _reduce, _reduction
+from refimpl.ops.nn_shape import _index, has_data
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
+                      weight: Tensor | None = None, size_average=None, reduce=None,
+                      reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])^p / C``,
+    scaled by ``weight[y]`` (spec NNF-077)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
+    if input.dim() > 2 or (input.dim() == 2 and input.shape[1] == 0) or \
+            (input.dim() < 2 and input.numel() == 0):
+        raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {list(input.shape)}")
+    _check_reduction(reduction)
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    if target.dim() > 1 or target.numel() != x.shape[0]:
+        raise RuntimeError("multi_margin_loss: target tensor should be 1-D with size equal to "
+                           "the number of input samples (batch size). Expected target size "
+                           f"[{x.shape[0]}], but got {list(target.shape)}. Input has shape "
+                           f"{list(input.shape)}.")
+    classes = x.shape[1]
+    if weight is not None and weight.numel() != classes:
+        raise RuntimeError(f"inconsistent weight size, expected {classes} but got "
+                           f"{list(weight.shape)}")
+    if target.dtype.name != "int64":
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype._legacy}")
+    y = target.reshape(-1)
+    if has_data(y) and y.numel() and bool(((y < 0).logical_or(y >= classes)).any()):
+        raise RuntimeError("target out of range")
+    picked = x.gather(1, y.unsqueeze(1))
+    terms = (margin - picked + x).clamp_min(0)
+    if p == 2:
+        terms = terms * terms
+    if weight is not None:
+        terms = terms * weight.index_select(0, y).unsqueeze(1)
+    own = _index(np.arange(classes), x).unsqueeze(0) == y.unsqueeze(1)
+    loss = where(own, 0, terms).sum(1) / classes
+    if input.dim() < 2 and reduction == "none":
+        loss = loss.reshape(target.shape) if target.dim() else loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                           reduction: str = "mean") -> Tensor:
+    """Multi-label hinge loss: ``target`` lists class indices, ended by the first -1;
+    ``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C``
+    (spec NNF-077)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if input.dim() > 2 or input.numel() == 0 and (input.dim() < 2 or input.shape[1] == 0):
+        raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {list(input.shape)}")
+    if target.shape != input.shape:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of "
+                           f"size: {list(input.shape)}")
+    _check_reduction(reduction)
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    y = target.reshape(x.shape)
+    classes = x.shape[1]
+    # the labels of a row are its entries before its first -1
+    valid = (y >= 0).long().cumprod(1).bool()
+    safe = where(valid, y, 0)
+    onehot = (safe.unsqueeze(2) == _index(np.arange(classes), x)).logical_and(
+        valid.unsqueeze(2))
+    is_target = onehot.any(1)  # (N, C)
+    picked = x.gather(1, safe)  # (N, C): x at each listed label
+    hinge = (1 - (picked.unsqueeze(2) - x.unsqueeze(1))).clamp_min(0)  # (N, labels, C)
+    mask = valid.unsqueeze(2).logical_and(is_target.logical_not().unsqueeze(1))
+    loss = where(mask, hinge, 0).sum((1, 2)) / classes
+    if input.dim() < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function=None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """``max(0, margin + d(a, p) - d(a, n))`` with any distance (default
+    ``pairwise_distance``) (spec NNF-078)."""
+    from refimpl.ops.nn_layers import pairwise_distance
+
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater "
+                         f"than 0, got {margin} instead")
+    dims = (anchor.dim(), positive.dim(), negative.dim())
+    if len(set(dims)) != 1:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have "
+                           f"the same number of dimensions, but got: anchor {dims[0]}D, "
+                           f"positive {dims[1]}D, and negative {dims[2]}D inputs")
+    _check_reduction(reduction)
+    dist = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(dist(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+
+
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The p-norm distances between every pair of rows (i < j) of a 2-d input, in row-major
+    order of the pairs (spec NNF-067)."""
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = np.triu_indices(input.shape[0], 1)
+    a = input.index_select(0, _index(i, input))
+    b = input.index_select(0, _index(j, input))
+    return (a - b).norm(p, 1) if len(i) else input.new_zeros((0,))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Interleave the channels of ``groups`` groups: (N, g*k, ...) -> channel order
+    ``0, k, 2k, ..., 1, k+1, ...`` (spec NNF-024)."""
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value "
+                           f"of groups:{groups}")
+    c = input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    lead, rest = input.shape[0], list(input.shape[2:])
+    x = input.reshape(lead, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(lead, c, *rest)
+
+
+def _max_unpool(input: Tensor, indices: Tensor, n: int, kernel_size, stride, padding,
+                output_size) -> Tensor:
+    def tup(v):
+        return list(v) if isinstance(v, (list, tuple)) else [v] * n
+    k = tup(kernel_size)
+    s = k if stride is None else tup(stride)
+    p = tup(padding)
+    spatial = list(input.shape[-n:])
+    if output_size is None:
+        out = [(size - 1) * ss - 2 * pp + kk for size, ss, pp, kk in zip(spatial, s, p, k)]
+    else:
+        out = [int(v) for v in list(output_size)[-n:]]
+    if indices.shape != input.shape:
+        shown = list(input.shape) + [1] * (n == 1)
+        got = list(indices.shape) + [1] * (n == 1)
+        raise RuntimeError("Expected shape of indices to be same as that of the input tensor "
+                           f"({shown}) but got indices tensor with shape: {got}")
+    lead = list(input.shape[:-n])
+    volume = int(np.prod(out))
+    flat_idx = indices.reshape(*lead, -1)
+    if has_data(flat_idx) and flat_idx.numel() and bool(
+            ((flat_idx < 0).logical_or(flat_idx >= volume)).any()):
+        bad = int(flat_idx.masked_select((flat_idx < 0).logical_or(flat_idx >= volume))[0])
+        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
+                           f"{'x'.join(map(str, out))})")
+    base = input.new_zeros((*lead, volume))
+    return base.scatter(-1, flat_idx, input.reshape(*lead, -1)).reshape(*lead, *out)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
+                 output_size=None) -> Tensor:
+    """The partial inverse of ``max_pool1d``: values placed at their indices, zeros
+    elsewhere (spec NNF-045)."""
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
+                 output_size=None) -> Tensor:
+    """The partial inverse of ``max_pool2d`` (spec NNF-045)."""
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
+                 output_size=None) -> Tensor:
+    """The partial inverse of ``max_pool3d`` (spec NNF-045)."""
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size)
+
+
+__all__: list = []
