@@ -266,3 +266,10 @@ def test_max_unpool_inverts_max_pool():
     check(run, randn((1, 2, 4, 6), "float64"), grad=True)
     check(lambda m, x, i: fn("max_unpool2d", kernel_size=2)(m, x, i), randn((1, 1, 2, 2)),
           In([[[[0, 3], [9, 16]]]], "int64"))
+
+
+def test_linear_cross_entropy():
+    check(lambda m, x, w, y, b: fn("linear_cross_entropy", linear_bias=b, label_smoothing=0.1)(
+        m, x, w, y), randn((4, 3), "float64"), randn((5, 3), "float64", 1),
+        In([0, 4, 2, 1], "int64"), randn((5,), "float64", 2), grad=True)
+    check(fn("linear_cross_entropy"), randn((2, 3)), randn((2, 4)), In([0, 1], "int64"))

@@ -27,6 +27,7 @@ from refimpl.ops.nn_conv import (
 )
 from refimpl.ops.nn_extra import (
     channel_shuffle,
+    linear_cross_entropy,
     max_unpool1d,
     max_unpool2d,
     max_unpool3d,
@@ -380,6 +381,7 @@ __all__ = [
     "layer_norm",
     "leaky_relu",
     "linear",
+    "linear_cross_entropy",
     "local_response_norm",
     "log_softmax",
     "logsigmoid",

@@ -190,3 +190,42 @@ def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
 
 
 __all__: list = []
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias: Tensor | None = None, weight: Tensor | None = None,
+                         reduction: str = "mean", ignore_index: int | None = None,
+                         label_smoothing: float = 0.0, options=None) -> Tensor:
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``; a
+    ``linear_weight`` of shape (C, d_1, ..., d_K, in) gives K-dimensional logits. torch's
+    chunking ``options`` change only how the same value is computed, so they are accepted
+    and not needed (spec NNF-071)."""
+    from refimpl.ops.nn_loss import cross_entropy
+
+    if input.dim() not in (1, 2):
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.dim()}")
+    if linear_weight.dim() < 2:
+        raise RuntimeError("expected linear_weight with dimensionality at least 2, got "
+                           f"{linear_weight.dim()}")
+    features = linear_weight.shape[-1]
+    if input.shape[-1] != features:
+        raise RuntimeError("expected equal input and linear_weight last dimensions "
+                           f"(in_features), got {input.shape[-1]} and {features}, respectively")
+    if ignore_index is not None and target.dtype.category == 2:
+        raise RuntimeError("ignore_index cannot be specified when target contains "
+                           "probabilities")
+    out_shape = list(linear_weight.shape[:-1])
+    if len(out_shape) > 1 and input.dim() == 1:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape "
+                           f"{tuple(linear_weight.shape)} requires batched input, (N, "
+                           f"{features}), got unbatched input with shape {tuple(input.shape)}")
+    if linear_bias is not None and list(linear_bias.shape) != out_shape:
+        raise RuntimeError(f"expected linear_bias shape {tuple(out_shape)}, got "
+                           f"{tuple(linear_bias.shape)}")
+    flat = linear_weight.reshape(-1, features)
+    logits = input.matmul(flat.t()).reshape(*input.shape[:-1], *out_shape)
+    if linear_bias is not None:
+        logits = logits + linear_bias
+    return cross_entropy(logits, target, weight, None,
+                         -100 if ignore_index is None else ignore_index, None, reduction,
+                         label_smoothing)
