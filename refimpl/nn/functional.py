@@ -17,6 +17,7 @@ from refimpl._tensor import Tensor
 from refimpl.ops import activation as _act
 from refimpl.ops import nn_activation as _nna
 from refimpl.ops.elementwise_binary import where
+from refimpl.ops.nn_attention import multi_head_attention_forward
 from refimpl.ops.nn_conv import (
     conv1d,
     conv2d,
@@ -394,6 +395,7 @@ __all__ = [
     "max_unpool3d",
     "mish",
     "mse_loss",
+    "multi_head_attention_forward",
     "multi_margin_loss",
     "multilabel_margin_loss",
     "multilabel_soft_margin_loss",
