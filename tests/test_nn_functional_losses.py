@@ -273,3 +273,28 @@ def test_linear_cross_entropy():
         m, x, w, y), randn((4, 3), "float64"), randn((5, 3), "float64", 1),
         In([0, 4, 2, 1], "int64"), randn((5,), "float64", 2), grad=True)
     check(fn("linear_cross_entropy"), randn((2, 3)), randn((2, 4)), In([0, 1], "int64"))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss(reduction):
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((12, 3, 5))
+
+    def run(m, x, targets, **kw):
+        F = RF if m is t else m.nn.functional
+        lp = x.log_softmax(2)
+        return F.ctc_loss(lp, targets, [12, 10, 7], [4, 3, 2], reduction=reduction, **kw)
+    padded = In([[1, 2, 2, 3], [4, 4, 1, 0], [2, 1, 0, 0]], "int64")
+    check(lambda m, x, y: run(m, x, y), In(logits, "float64"), padded, grad=True)
+    concatenated = In([1, 2, 2, 3, 4, 4, 1, 2, 1], "int64")
+    check(lambda m, x, y: run(m, x, y), In(logits, "float64"), concatenated, grad=True)
+
+
+def test_ctc_loss_impossible_alignments_and_raw_log_probs():
+    rng = np.random.default_rng(1)
+    lp = In(rng.standard_normal((3, 2, 4)), "float64")  # not normalised: torch's gradient
+    targets = In([[1, 1, 1], [2, 3, 0]], "int64")       # 1,1,1 needs 5 steps: impossible
+    for zero in (False, True):
+        check(lambda m, x, y, zero=zero: (RF if m is t else m.nn.functional).ctc_loss(
+            x, y, [3, 3], [3, 2], reduction="none", zero_infinity=zero), lp, targets,
+            grad=zero)

@@ -28,6 +28,7 @@ from refimpl.ops.nn_conv import (
 )
 from refimpl.ops.nn_extra import (
     channel_shuffle,
+    ctc_loss,
     linear_cross_entropy,
     max_unpool1d,
     max_unpool2d,
@@ -355,6 +356,7 @@ __all__ = [
     "cosine_embedding_loss",
     "cosine_similarity",
     "cross_entropy",
+    "ctc_loss",
     "dropout",
     "dropout1d",
     "dropout2d",

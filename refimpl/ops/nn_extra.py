@@ -1,6 +1,7 @@
 """The rest of ``torch.nn.functional``'s breadth: ``multi_margin_loss``,
-``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``, ``pdist``,
-``channel_shuffle``, ``max_unpool1d/2d/3d`` (spec: NNF-077, NNF-078, NNF-067, NNF-045).
+``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``, ``pdist``, ``ctc_loss``,
+``channel_shuffle``, ``max_unpool1d/2d/3d`` (spec: NNF-077, NNF-078, NNF-067, NNF-069,
+NNF-045).
 
 Compositions of refimpl ops like the rest of the functional layer (every device,
 autograd to any order); index tables come from shapes alone, on the host.
@@ -229,3 +230,78 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     return cross_entropy(logits, target, weight, None,
                          -100 if ignore_index is None else ignore_index, None, reduction,
                          label_smoothing)
+
+
+_FLOOR = -1e30  # "log 0" of unreachable CTC states: finite, so gradients stay free of NaN
+
+
+def _lengths(x) -> list:
+    return [int(v) for v in (x.tolist() if isinstance(x, Tensor) else x)]
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Connectionist temporal classification loss: ``-log`` of the total probability of
+    every alignment of each target (blank-separated, repeats collapsed) with its input,
+    by the forward (alpha) recursion in log space; 'mean' divides each loss by its target
+    length first. Impossible alignments give inf (0 with ``zero_infinity``)
+    (spec NNF-069)."""
+    from refimpl.ops.reduction import logsumexp
+    from refimpl.ops.shape import cat, stack
+
+    _check_reduction(reduction)
+    batched = log_probs.dim() == 3
+    lp = log_probs if batched else log_probs.unsqueeze(1)
+    steps, n, _ = lp.shape
+    il, tl = _lengths(input_lengths), _lengths(target_lengths)
+    flat = _lengths(targets.reshape(-1))
+    if targets.dim() == 2:  # one padded row per sample; else all targets concatenated
+        width = targets.shape[-1]
+        labels = [flat[i * width:i * width + tl[i]] for i in range(n)]
+    else:
+        starts = np.cumsum([0, *tl])
+        labels = [flat[starts[i]:starts[i] + tl[i]] for i in range(n)]
+    ext_len = 2 * max(tl, default=0) + 1
+    ext = np.full((n, ext_len), blank, dtype=np.int64)
+    skip = np.zeros((n, ext_len), dtype=bool)
+    for i, lab in enumerate(labels):
+        ext[i, 1:2 * len(lab) + 1:2] = lab
+        for s in range(3, 2 * len(lab) + 1, 2):
+            skip[i, s] = ext[i, s] != ext[i, s - 2]
+    emit = lp.gather(2, _index(ext, lp).unsqueeze(0).expand(steps, n, ext_len))
+    skip_t = _index(skip.astype(np.int64), lp) != 0
+    start = np.full((n, ext_len), False)
+    start[:, 0] = True
+    start[:, 1] = np.array(tl) > 0
+    alpha = where(_index(start.astype(np.int64), lp) != 0, emit[0], _FLOOR)
+    alphas = [alpha]
+    for step in range(1, steps):
+        one = alpha.new_full((n, 1), _FLOOR)
+        shifted1 = cat([one, alpha.narrow(1, 0, ext_len - 1)], 1)
+        shifted2 = cat([one, one, alpha.narrow(1, 0, ext_len - 2)], 1) if ext_len > 2 else \
+            alpha.new_full((n, ext_len), _FLOOR)
+        shifted2 = where(skip_t, shifted2, _FLOOR)
+        alpha = logsumexp(stack([alpha, shifted1, shifted2]), 0) + emit[step]
+        alphas.append(alpha)
+    path = stack(alphas)  # (T, N, L')
+    last = path.gather(0, _index([[max(v - 1, 0)] * ext_len for v in il], lp).reshape(
+        1, n, ext_len)).squeeze(0)
+    ends = _index([[2 * v, max(2 * v - 1, 0)] for v in tl], lp)
+    pair = last.gather(1, ends)
+    only_blank = _index([[v == 0] for v in tl], lp) != 0
+    pair = where(only_blank.logical_and(_index([[False, True]] * n, lp) != 0), _FLOOR, pair)
+    loss = -logsumexp(pair, 1)
+    # torch's gradient with respect to log_probs is the one through a log_softmax folded
+    # into it (exp(log_probs) minus the alignment posteriors, not the posteriors alone);
+    # an added term of value exactly 0 with gradient exp(log_probs) over each sample's
+    # steps gives the same
+    steps_mask = (_index(np.arange(steps), lp).unsqueeze(1) < _index(il, lp)).unsqueeze(2)
+    probs = lp.exp()
+    loss = loss + where(steps_mask, probs - probs.detach(), 0).sum((0, 2))
+    impossible = (loss > -_FLOOR / 10).detach()
+    loss = where(impossible, 0.0 if zero_infinity else float("inf"), loss)
+    if not batched and reduction == "none":
+        loss = loss.squeeze(0)
+    if reduction == "mean":
+        return (loss / _index([max(v, 1) for v in tl], lp).to(loss.dtype)).mean()
+    return _reduce(loss, reduction)
