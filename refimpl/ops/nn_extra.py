@@ -1,5 +1,5 @@
 """The rest of ``torch.nn.functional``'s breadth: ``multi_margin_loss``,
-``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``, ``pdist``, ``ctc_loss``,
+``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``, ``linear_cross_entropy``, ``pdist``, ``ctc_loss``,
 ``channel_shuffle``, ``max_unpool1d/2d/3d`` (spec: NNF-077, NNF-078, NNF-067, NNF-069,
 NNF-045).
 
