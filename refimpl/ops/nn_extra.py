@@ -1,7 +1,7 @@
 """The rest of ``torch.nn.functional``'s breadth: ``multi_margin_loss``,
-``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``, ``linear_cross_entropy``, ``pdist``, ``ctc_loss``,
-``channel_shuffle``, ``max_unpool1d/2d/3d`` (spec: NNF-077, NNF-078, NNF-067, NNF-069,
-NNF-045).
+``multilabel_margin_loss``, ``triplet_margin_with_distance_loss``,
+``linear_cross_entropy``, ``pdist``, ``ctc_loss``, ``channel_shuffle``,
+``max_unpool1d/2d/3d`` (spec: NNF-077, NNF-078, NNF-067, NNF-069, NNF-045).
 
 Compositions of refimpl ops like the rest of the functional layer (every device,
 autograd to any order); index tables come from shapes alone, on the host.
