@@ -281,3 +281,16 @@ def test_conv_transpose_errors():
     check(fn("conv_transpose2d", groups=3), x, w)
     check(fn("conv_transpose2d"), x, w, randn((4,)))
     check(fn("conv_transpose2d", padding="same"), x, w)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("corners", [False, True])
+def test_grid_sample_volumes_and_reflection(padding, corners):
+    pts = In(np.random.default_rng(2).uniform(-1.3, 1.3, (2, 3, 2, 4, 3)), "float64")
+    check(fn("grid_sample", padding_mode=padding, align_corners=corners),
+          randn((2, 2, 3, 4, 5), "float64"), pts, grad=True)
+    check(fn("grid_sample", mode="nearest", padding_mode=padding, align_corners=corners),
+          randn((2, 2, 3, 4, 5), "float64"), pts)
+    flat = In(np.random.default_rng(3).uniform(-1.3, 1.3, (2, 3, 4, 2)), "float64")
+    check(fn("grid_sample", mode="bicubic", padding_mode=padding, align_corners=corners),
+          randn((2, 2, 4, 5), "float64"), flat, grad=True)
