@@ -125,7 +125,11 @@ def test_wait_serves_the_queue_of_a_worker():
 
 
 def test_input_device_is_the_first_gradient_off_the_cpu():
+    from refimpl._storage import UntypedStorage
+
     class G:
+        _storage = UntypedStorage(0)  # a real (not fake) storage
+
         def __init__(self, kind, index=None):
             self.device = type("D", (), {"type": kind, "index": index})()
 
@@ -133,6 +137,9 @@ def test_input_device_is_the_first_gradient_off_the_cpu():
     assert _device_threads.input_device([None, G("cpu"), G("cuda", 1), G("cuda", 0)]) == 1
     assert _device_threads.input_device([G("meta"), G("cuda", 0)]) is None
     assert _device_threads.input_device([G("cpu"), None]) is None
+    fake = G("cuda", 0)
+    fake._storage = type("FakeStorage", (UntypedStorage,), {})(0)
+    assert _device_threads.input_device([fake]) is None  # fake CUDA stays on the caller
 
 
 # -- the engine with simulated devices ------------------------------------------------------
