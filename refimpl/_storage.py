@@ -128,7 +128,7 @@ class UntypedStorage:
                            else device if device else "cuda")
         if self.device == target:
             return self
-        return self._as_bytes().to(target).untyped_storage()
+        return self._as_bytes().to(target, copy=True).untyped_storage()
 
     def pin_memory(self, device="cuda") -> UntypedStorage:
         """A copy of these CPU bytes in page-locked host memory."""

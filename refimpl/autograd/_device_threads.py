@@ -108,6 +108,9 @@ class _Job:
         self.state = (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled,
                       list(HOOKS.stack), HOOKS.disabled_message, list(engine._LOCAL.tasks),
                       engine._LOCAL.depth, STATE.stash)
+        from refimpl import _autocast
+
+        self.autocast = _autocast.snapshot()  # backward runs under the caller's autocast
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -125,6 +128,10 @@ class _Job:
         (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled, stack,
          HOOKS.disabled_message, local.tasks, local.depth, STATE.stash) = self.state
         HOOKS.stack[:] = stack
+        from refimpl import _autocast
+
+        saved_autocast = _autocast.snapshot()
+        _autocast.restore(self.autocast)
         try:
             self.result = self.fn(*self.args)
         except BaseException as e:  # noqa: BLE001 (re-raised on the waiting thread)
@@ -134,6 +141,7 @@ class _Job:
             (STATE.grad_enabled, STATE.inference_mode, STATE.fw_grad_enabled, stack,
              HOOKS.disabled_message, local.tasks, local.depth, STATE.stash) = saved
             HOOKS.stack[:] = stack
+            _autocast.restore(saved_autocast)
             self.done.set()
             notify(self.waiter)
 

@@ -225,8 +225,16 @@ class GraphTask:
                 return None
             if where != device and (device is not None
                                     or not _device_threads.runs_here(where)):
-                state.pending = (node, inputs, where)
-                return where
+                local = self._ready_cpu_node(state) if device is None else None
+                if local is None:
+                    state.pending = (node, inputs, where)
+                    return where
+                # torch's CPU thread never waits behind another device's queue: a ready
+                # CPU node runs first, and this one goes back to wait its turn
+                if node is not root:
+                    buffers[node] = inputs
+                push(heap, (-node._seq, next(state.tick), node))
+                node, inputs = local, buffers.pop(local, None)
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
                 outputs = self._evaluate(node, inputs)
@@ -263,6 +271,19 @@ class GraphTask:
                     push(heap, (-nxt._seq, next(state.tick), nxt))
             # drop our references so AccumulateGrad can tell a gradient nobody else holds
             outputs = grad = inputs = None
+
+    @staticmethod
+    def _ready_cpu_node(state: _RunState):
+        """Take the newest ready node whose forward ran on the CPU off the heap (None if
+        there is none): it runs on the task's own thread, whatever the device threads do."""
+        heap = state.heap
+        for _, _, node in sorted(heap):
+            if node._stream is None and node is not state.root:
+                entry = next(e for e in heap if e[2] is node)
+                heap.remove(entry)
+                heapq.heapify(heap)
+                return node
+        return None
 
     def _evaluate(self, node: GraphNode, inputs: list) -> list | None:
         """Run one node: when only some nodes are needed (``grad()``), call the tensor
