@@ -74,6 +74,11 @@ SCHEDULERS = [
     ("MultiplicativeLR", {"lr_lambda": lambda e: 0.95}),
     ("PolynomialLR", {"total_iters": 8, "power": 2.0}),
     ("OneCycleLR", {"max_lr": [1.0, 0.5], "total_steps": 20}),
+    ("CyclicLR", {"base_lr": 0.01, "max_lr": [0.1, 0.2], "step_size_up": 3,
+                  "step_size_down": 2, "mode": "triangular2"}),
+    ("CyclicLR", {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 4, "mode": "exp_range",
+                  "gamma": 0.9}),
+    ("CosineAnnealingWarmRestarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.01}),
     ("OneCycleLR", {"max_lr": 1.0, "total_steps": 20, "three_phase": True,
                     "anneal_strategy": "linear"}),
 ]

@@ -7,7 +7,7 @@ from refimpl.optim.lr_scheduler._base import (
     _LRScheduler,
 )
 from refimpl.optim.lr_scheduler._composite import ChainedScheduler, SequentialLR
-from refimpl.optim.lr_scheduler._one_cycle import OneCycleLR
+from refimpl.optim.lr_scheduler._cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
 from refimpl.optim.lr_scheduler._plateau import ReduceLROnPlateau
 from refimpl.optim.lr_scheduler._schedules import (
     ConstantLR,
@@ -23,6 +23,7 @@ from refimpl.optim.lr_scheduler._schedules import (
 
 __all__ = [
     "EPOCH_DEPRECATION_WARNING", "ChainedScheduler", "ConstantLR", "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts", "CyclicLR",
     "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "MultiplicativeLR",
     "OneCycleLR", "PolynomialLR", "ReduceLROnPlateau", "SequentialLR", "StepLR",
     "_LRScheduler",
