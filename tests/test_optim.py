@@ -27,6 +27,17 @@ OPTIMIZERS = [
     ("Adagrad", {"lr": 0.1}),
     ("Adagrad", {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.1,
                  "weight_decay": 0.01, "maximize": True}),
+    ("Adadelta", {"lr": 1.0}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "weight_decay": 0.1, "maximize": True}),
+    ("Adamax", {"lr": 0.05}),
+    ("Adamax", {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1}),
+    ("NAdam", {"lr": 0.05}),
+    ("NAdam", {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True,
+               "momentum_decay": 0.01}),
+    ("RAdam", {"lr": 0.05}),
+    ("RAdam", {"lr": 0.05, "betas": (0.9, 0.9), "weight_decay": 0.1, "maximize": True}),
+    ("Rprop", {"lr": 0.05}),
+    ("Rprop", {"lr": 0.05, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.1), "maximize": True}),
 ]
 
 
