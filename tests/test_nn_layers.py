@@ -213,3 +213,100 @@ def test_recurrent_layer_matches_torch(spec, first):
     for a, e in zip(run(refimpl), run(torch), strict=True):
         np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+EXTRA_LAYERS = [
+    ("Hardshrink(0.3)", (3, 4)),
+    ("Softshrink()", (3, 4)),
+    ("RReLU(0.1, 0.3)", "eval"),
+    ("Softmax2d()", (2, 3, 2, 2)),
+    ("InstanceNorm1d(3)", (2, 3, 5)),
+    ("InstanceNorm2d(3, affine=True, track_running_stats=True)", (2, 3, 4, 4)),
+    ("InstanceNorm2d(3)", (3, 4, 4)),
+    ("LocalResponseNorm(2)", (2, 4, 3, 3)),
+    ("ZeroPad2d((1, 0, 2, 1))", (1, 2, 3, 3)),
+    ("ConstantPad1d(2, 3.5)", (2, 3, 4)),
+    ("ReflectionPad2d(1)", (1, 2, 3, 3)),
+    ("ReplicationPad1d((0, 2))", (2, 3, 4)),
+    ("CircularPad2d(1)", (1, 2, 3, 3)),
+    ("PixelShuffle(2)", (1, 8, 2, 3)),
+    ("PixelUnshuffle(2)", (1, 2, 4, 6)),
+    ("ChannelShuffle(2)", (1, 4, 2, 2)),
+    ("Upsample(scale_factor=2, mode='bilinear')", (1, 2, 3, 3)),
+    ("UpsamplingNearest2d(size=(5, 4))", (1, 2, 3, 3)),
+    ("UpsamplingBilinear2d(scale_factor=2)", (1, 2, 3, 3)),
+    ("Unfold(2, stride=1)", (1, 2, 4, 4)),
+    ("Fold((4, 5), 2)", (1, 8, 12)),
+]
+
+
+@pytest.mark.parametrize(("spec", "shape"), EXTRA_LAYERS, ids=[s for s, _ in EXTRA_LAYERS])
+def test_extra_layer_matches_torch(spec, shape):
+    torch.manual_seed(0)
+    torch_module = eval("torch.nn." + spec)
+    assert repr(eval("refimpl.nn." + spec)) == repr(torch_module)
+    initial = {k: refimpl.tensor(v.numpy()) for k, v in torch_module.state_dict().items()}
+    train = shape != "eval"
+    shape = (3, 4) if shape == "eval" else shape
+    expected = _run(torch, spec, shape, torch_module, initial, train)
+    actual = _run(refimpl, spec, shape, torch_module, initial, train)
+    for a, e in zip(actual, expected, strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+
+
+EXTRA_LOSSES = [
+    ("MarginRankingLoss(margin=0.2)", "ranking"),
+    ("CosineEmbeddingLoss(margin=0.1)", "ranking"),
+    ("HingeEmbeddingLoss(margin=0.5)", "sign"),
+    ("MultiLabelSoftMarginLoss()", "prob"),
+    ("MultiMarginLoss(p=2, margin=0.5)", "classes"),
+    ("MultiLabelMarginLoss()", "multilabel"),
+    ("TripletMarginLoss(margin=0.3, swap=True)", "triplet"),
+    ("TripletMarginWithDistanceLoss(margin=0.4)", "triplet"),
+    ("PoissonNLLLoss(full=True)", "positive"),
+    ("GaussianNLLLoss()", "gaussian"),
+]
+
+
+@pytest.mark.parametrize(("spec", "kind"), EXTRA_LOSSES, ids=[s for s, _ in EXTRA_LOSSES])
+def test_extra_loss_matches_torch(spec, kind):
+    def run(lib):
+        rng = np.random.default_rng(6)
+
+        def arr(*s):
+            return lib.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+
+        loss_fn = eval("lib.nn." + spec)
+        x = arr(4, 3)
+        if kind == "ranking":
+            other = arr(4, 3) if "Cosine" in spec else arr(4)
+            target = lib.tensor(np.array([1.0, -1.0, 1.0, -1.0], np.float32))
+            first = x if "Cosine" in spec else x[:, 0]
+            loss = loss_fn(first, other, target)
+            inputs = [x, other]
+        elif kind == "triplet":
+            p, n = arr(4, 3), arr(4, 3)
+            loss = loss_fn(x, p, n)
+            inputs = [x, p, n]
+        elif kind == "gaussian":
+            var = lib.tensor(rng.random((4, 3)).astype(np.float32) + 0.1)
+            loss = loss_fn(x, lib.tensor(rng.standard_normal((4, 3)).astype(np.float32)), var)
+            inputs = [x]
+        else:
+            targets = {
+                "sign": lambda: lib.tensor(np.sign(rng.standard_normal((4, 3))).astype(np.float32)),
+                "prob": lambda: lib.tensor((rng.random((4, 3)) > 0.5).astype(np.float32)),
+                "classes": lambda: lib.tensor(rng.integers(0, 3, 4)),
+                "multilabel": lambda: lib.tensor(np.array([[0, 2, -1], [1, -1, 0], [2, 1, 0],
+                                                           [-1, 0, 0]])),
+                "positive": lambda: lib.tensor(rng.integers(0, 5, (4, 3)).astype(np.float32)),
+            }
+            loss = loss_fn(x, targets[kind]())
+            inputs = [x]
+        loss.backward()
+        return [loss, *(i.grad for i in inputs)]
+
+    for a, e in zip(run(refimpl), run(torch), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
