@@ -310,3 +310,42 @@ def test_extra_loss_matches_torch(spec, kind):
     for a, e in zip(run(refimpl), run(torch), strict=True):
         np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("train", [True, False])
+def test_transformer_layers_match_torch(norm_first, train):
+    torch.manual_seed(0)
+    kwargs = {"dim_feedforward": 16, "dropout": 0.0, "norm_first": norm_first,
+              "batch_first": True}
+    t_enc = torch.nn.TransformerEncoderLayer(8, 2, activation="gelu", **kwargs)
+    t_dec = torch.nn.TransformerDecoderLayer(8, 2, **kwargs)
+
+    def run(lib):
+        rng = np.random.default_rng(8)
+        src = lib.tensor(rng.standard_normal((2, 5, 8)).astype(np.float32), requires_grad=True)
+        tgt = lib.tensor(rng.standard_normal((2, 3, 8)).astype(np.float32), requires_grad=True)
+        mask = lib.tensor(np.triu(np.ones((3, 3), bool), 1))
+        pad = lib.tensor(np.array([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], bool))
+        if lib is torch:
+            enc, dec = t_enc, t_dec
+        else:
+            enc = refimpl.nn.TransformerEncoderLayer(8, 2, activation="gelu", **kwargs)
+            dec = refimpl.nn.TransformerDecoderLayer(8, 2, **kwargs)
+            for mine, theirs in ((enc, t_enc), (dec, t_dec)):
+                mine.load_state_dict({k: refimpl.tensor(v.detach().numpy())
+                                      for k, v in theirs.state_dict().items()})
+        enc.train(train)
+        dec.train(train)
+        memory = enc(src, src_key_padding_mask=pad)
+        out = dec(tgt, memory, tgt_mask=mask, memory_key_padding_mask=pad)
+        if not train:
+            return [memory, out]
+        out.sum().backward()
+        return [memory, out, src.grad, tgt.grad, *(p.grad for p in enc.parameters())]
+
+    assert repr(refimpl.nn.TransformerEncoderLayer(8, 2, **kwargs)) == repr(
+        torch.nn.TransformerEncoderLayer(8, 2, **kwargs))
+    for a, e in zip(run(refimpl), run(torch), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)

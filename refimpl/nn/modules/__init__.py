@@ -136,6 +136,7 @@ from refimpl.nn.modules.shape_ops import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from refimpl.nn.modules.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "CELU",
@@ -253,6 +254,8 @@ __all__ = [
     "Tanh",
     "Tanhshrink",
     "Threshold",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
     "TripletMarginLoss",
     "TripletMarginWithDistanceLoss",
     "Unflatten",
