@@ -99,6 +99,13 @@ def to_refimpl(x, device: str):
         return {k: to_refimpl(v, device) for k, v in x.items()}
     if isinstance(x, torch.Generator):
         raise TypeError("a torch Generator has no refimpl counterpart")
+    if callable(x) and hasattr(x, "__name__") and getattr(x, "__module__", "").startswith("torch"):
+        # a torch function passed as an argument (a distance function): refimpl's own
+        found = resolve(("nn.functional." if "functional" in x.__module__ else "")
+                        + x.__name__)
+        if found is None:
+            raise TypeError(f"refimpl has no {x.__module__}.{x.__name__}")
+        return found
     return x
 
 

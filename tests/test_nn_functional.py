@@ -258,3 +258,39 @@ def test_fake_tensors_give_shapes_without_data():
         y = RF.max_pool2d(RF.conv2d(x, w, stride=2, padding=1), 2)
         z = RF.interpolate(y, scale_factor=2, mode="bilinear")
     assert y.shape == (2, 4, 2, 2) and z.shape == (2, 4, 4, 4)
+
+
+@pytest.mark.parametrize("name,xs,ws,kw", [
+    ("conv_transpose2d", (2, 4, 5, 5), (4, 3, 3, 3), {"stride": 2, "padding": 1,
+                                                       "output_padding": 1}),
+    ("conv_transpose2d", (2, 4, 5, 4), (4, 2, 2, 3), {"groups": 2, "dilation": (2, 1)}),
+    ("conv_transpose2d", (4, 5, 5), (4, 3, 3, 3), {}),
+    ("conv_transpose1d", (2, 3, 7), (3, 5, 3), {"stride": 3, "padding": 2}),
+    ("conv_transpose3d", (1, 2, 3, 4, 3), (2, 2, 2, 3, 2), {"stride": (1, 2, 1)}),
+])
+def test_conv_transpose(name, xs, ws, kw):
+    bias = randn((ws[1] * kw.get("groups", 1),), "float64", 2)
+    check(lambda m, x, w, b: fn(name, **kw)(m, x, w, b), randn(xs, "float64"),
+          randn(ws, "float64", 1), bias, grad=True)
+
+
+def test_conv_transpose_errors():
+    x, w = randn((1, 4, 5, 5)), randn((4, 3, 3, 3), "float32", 1)
+    check(fn("conv_transpose2d", stride=2, padding=1, output_padding=2), x, w)
+    check(fn("conv_transpose2d"), randn((1, 3, 5, 5)), w)
+    check(fn("conv_transpose2d", groups=3), x, w)
+    check(fn("conv_transpose2d"), x, w, randn((4,)))
+    check(fn("conv_transpose2d", padding="same"), x, w)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("corners", [False, True])
+def test_grid_sample_volumes_and_reflection(padding, corners):
+    pts = In(np.random.default_rng(2).uniform(-1.3, 1.3, (2, 3, 2, 4, 3)), "float64")
+    check(fn("grid_sample", padding_mode=padding, align_corners=corners),
+          randn((2, 2, 3, 4, 5), "float64"), pts, grad=True)
+    check(fn("grid_sample", mode="nearest", padding_mode=padding, align_corners=corners),
+          randn((2, 2, 3, 4, 5), "float64"), pts)
+    flat = In(np.random.default_rng(3).uniform(-1.3, 1.3, (2, 3, 4, 2)), "float64")
+    check(fn("grid_sample", mode="bicubic", padding_mode=padding, align_corners=corners),
+          randn((2, 2, 4, 5), "float64"), flat, grad=True)

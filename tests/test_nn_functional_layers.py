@@ -236,3 +236,38 @@ def test_alpha_dropout_keeps_selu_statistics():
     values = dropped.reshape(8, 16, 4)
     assert bool((values == values[..., :1]).all())  # whole channels share their fate
 
+
+
+def _mha(m, q, k, v, w_in, b_in, w_out, b_out, bk, bv, **kw):
+    F = RF if m is t else m.nn.functional
+    return F.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, bk, bv,
+                                          kw.pop("add_zero_attn", False), 0.0, w_out, b_out,
+                                          **kw)
+
+
+MHA = [randn((3, 2, 4), "float64"), randn((5, 2, 4), "float64", 1),
+       randn((5, 2, 4), "float64", 2), randn((12, 4), "float64", 3), randn((12,), "float64", 4),
+       randn((4, 4), "float64", 5), randn((4,), "float64", 6)]
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"need_weights": False}, {"average_attn_weights": False},
+    {"add_zero_attn": True}, {"with_bias_kv": True},
+])
+def test_multi_head_attention_forward(kw):
+    kw = dict(kw)
+    bias = kw.pop("with_bias_kv", False)
+    bk = randn((1, 1, 4), "float64", 7) if bias else None
+    bv = randn((1, 1, 4), "float64", 8) if bias else None
+    check(lambda m, *a: _mha(m, *a, **kw), *MHA, bk, bv, grad=True)
+
+
+def test_multi_head_attention_masks():
+    pad = In(np.array([[False, False, True, False, True], [False] * 5]), "bool")
+    causal = In(np.triu(np.ones((3, 5), bool), 3), "bool")
+    for need in (True, False):
+        check(lambda m, *a, need=need: _mha(m, *a[:-2], None, None, key_padding_mask=a[-2],
+                                 attn_mask=a[-1], need_weights=need),
+              *MHA, pad, causal, grad=True)
+    check(lambda m, *a: _mha(m, *a, None, None, attn_mask=a[0].new_zeros(3, 5),
+                             is_causal=True, need_weights=False), *MHA, grad=True)

@@ -237,3 +237,64 @@ def test_one_hot():
     check(fn("one_hot"), In([-1, 2], "int64"))
     check(fn("one_hot"), In([1.0, 2.0]))
     check(fn("one_hot"), In(np.zeros(0), "int64"))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_margin_losses_of_classes(reduction):
+    check(fn("multi_margin_loss", reduction=reduction), randn((4, 5), "float64"),
+          In([0, 3, 4, 1], "int64"), grad=True)
+    check(fn("multi_margin_loss", p=2, margin=0.5, reduction=reduction),
+          randn((4, 5), "float64"), In([0, 3, 4, 1], "int64"), grad=True)
+    check(fn("multilabel_margin_loss", reduction=reduction), randn((3, 4), "float64"),
+          In([[3, 0, -1, 1], [1, 2, 3, 0], [-1, 1, 2, 3]], "int64"), grad=True)
+
+
+def test_distance_and_shuffle_helpers():
+    check(fn("pdist"), randn((5, 3), "float64"), grad=True)
+    check(fn("pdist", p=1.0), randn((5, 3), "float64"), grad=True)
+    check(fn("channel_shuffle", groups=3), randn((2, 6, 2, 2), "float64"), grad=True)
+    check(fn("channel_shuffle", groups=4), randn((1, 6, 2)))
+    check(fn("triplet_margin_with_distance_loss", swap=True), randn((4, 3), "float64"),
+          randn((4, 3), "float64", 1), randn((4, 3), "float64", 2), grad=True)
+
+
+def test_max_unpool_inverts_max_pool():
+    def run(m, x):
+        F = RF if m is t else m.nn.functional
+        values, idx = F.max_pool2d(x, 2, return_indices=True)
+        return F.max_unpool2d(values, idx, 2)
+    check(run, randn((1, 2, 4, 6), "float64"), grad=True)
+    check(lambda m, x, i: fn("max_unpool2d", kernel_size=2)(m, x, i), randn((1, 1, 2, 2)),
+          In([[[[0, 3], [9, 16]]]], "int64"))
+
+
+def test_linear_cross_entropy():
+    check(lambda m, x, w, y, b: fn("linear_cross_entropy", linear_bias=b, label_smoothing=0.1)(
+        m, x, w, y), randn((4, 3), "float64"), randn((5, 3), "float64", 1),
+        In([0, 4, 2, 1], "int64"), randn((5,), "float64", 2), grad=True)
+    check(fn("linear_cross_entropy"), randn((2, 3)), randn((2, 4)), In([0, 1], "int64"))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss(reduction):
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((12, 3, 5))
+
+    def run(m, x, targets, **kw):
+        F = RF if m is t else m.nn.functional
+        lp = x.log_softmax(2)
+        return F.ctc_loss(lp, targets, [12, 10, 7], [4, 3, 2], reduction=reduction, **kw)
+    padded = In([[1, 2, 2, 3], [4, 4, 1, 0], [2, 1, 0, 0]], "int64")
+    check(lambda m, x, y: run(m, x, y), In(logits, "float64"), padded, grad=True)
+    concatenated = In([1, 2, 2, 3, 4, 4, 1, 2, 1], "int64")
+    check(lambda m, x, y: run(m, x, y), In(logits, "float64"), concatenated, grad=True)
+
+
+def test_ctc_loss_impossible_alignments_and_raw_log_probs():
+    rng = np.random.default_rng(1)
+    lp = In(rng.standard_normal((3, 2, 4)), "float64")  # not normalised: torch's gradient
+    targets = In([[1, 1, 1], [2, 3, 0]], "int64")       # 1,1,1 needs 5 steps: impossible
+    for zero in (False, True):
+        check(lambda m, x, y, zero=zero: (RF if m is t else m.nn.functional).ctc_loss(
+            x, y, [3, 3], [3, 2], reduction="none", zero_infinity=zero), lp, targets,
+            grad=zero)

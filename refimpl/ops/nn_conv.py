@@ -168,4 +168,107 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return convolution(input, weight, bias, stride, padding, dilation, groups, "conv3d")
 
 
-__all__ = ["conv1d", "conv2d", "conv3d"]
+_AXES = {1: ["width"], 2: ["height", "width"], 3: ["depth", "height", "width"]}
+
+
+def _check_transposed(x: Tensor, weight: Tensor, bias, stride, pads, out_pad, dilation,
+                      groups: int, n: int) -> None:
+    """torch's checks of a transposed convolution, in its order."""
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(p < 0 for p in pads):
+        raise RuntimeError("negative padding is not supported")
+    if any(o < 0 for o in out_pad):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError(f"dilation should be greater than zero, but got {dilation}")
+    if any(o >= s and o >= d for o, s, d in zip(out_pad, stride, dilation)):
+        axes = _AXES.get(n, [str(i) for i in range(n)])
+        parts = [f"output_padding_{a}: {o}" for a, o in zip(axes, out_pad)]
+        parts += [f"stride_{a}: {s}" for a, s in zip(axes, stride)]
+        parts += [f"dilation_{a}: {d}" for a, d in zip(axes, dilation)]
+        raise RuntimeError("output padding must be smaller than either stride or dilation, "
+                           f"but got {' '.join(parts)}")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    w = list(weight.shape)
+    if weight.dim() != x.dim():
+        raise RuntimeError(f"Expected {weight.dim()}-dimensional input for {weight.dim()}"
+                           f"-dimensional weight {w}, but got {x.dim()}-dimensional input of "
+                           f"size {list(x.shape)} instead")
+    if w[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{w}] instead")
+    if x.shape[1] != w[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {w}, expected input"
+                           f"{list(x.shape)} to have {w[0]} channels, but got {x.shape[1]} "
+                           "channels instead")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != w[1] * groups):
+        raise RuntimeError(f"Given transposed=1, weight of size {w}, expected bias to be "
+                           f"1-dimensional with {w[1] * groups} elements, but got bias of size "
+                           f"{list(bias.shape)} instead")
+    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"expected scalar type {x.dtype._legacy} but found "
+                           f"{weight.dtype._legacy}")
+
+
+def conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_padding,
+                   groups: int, dilation, name: str) -> Tensor:
+    """An N-d transposed convolution (the gradient of ``convolution`` with respect to its
+    input): each input element scatters ``weight`` into the output, written as a matrix
+    product into columns and a ``col2im`` sum (spec NNF-033)."""
+    from refimpl.ops.nn_shape import col2im
+
+    nominal = int(name[-2])
+    if weight.dim() < 3:
+        raise RuntimeError("weight should have at least three dimensions")
+    if input.dim() not in (nominal + 1, nominal + 2):
+        raise RuntimeError(f"Expected {nominal + 1}D (unbatched) or {nominal + 2}D (batched) "
+                           f"input to {name}, but got input of size: {list(input.shape)}")
+    if isinstance(padding, str):
+        raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
+    n = weight.dim() - 2
+    batched = input.dim() == nominal + 2
+    x = input if batched else input.unsqueeze(0)
+    stride, dilation = _expand("stride", stride, n), _expand("dilation", dilation, n)
+    pads = _expand("padding", padding, n)
+    out_pad = _expand("output_padding", output_padding, n)
+    _check_transposed(x, weight, bias, stride, pads, out_pad, dilation, groups, n)
+    batch, cin, spatial = x.shape[0], x.shape[1], list(x.shape[2:])
+    kernel = list(weight.shape[2:])
+    cout_g = weight.shape[1]
+    out_sizes = [(size - 1) * s - 2 * p + d * (k - 1) + o + 1 for size, s, p, d, k, o in
+                 zip(spatial, stride, pads, dilation, kernel, out_pad)]
+    cols_per = cout_g * _prod(kernel)
+    w = weight.reshape(groups, cin // groups, cols_per).transpose(-1, -2)
+    xg = x.reshape(batch, groups, cin // groups, _prod(spatial))
+    cols = w.matmul(xg).reshape(batch, groups * cols_per, _prod(spatial))
+    out = col2im(cols, out_sizes, spatial, kernel, dilation, pads, stride)
+    if bias is not None:
+        out = out + bias.reshape(-1, *([1] * n))
+    return out if batched else out.squeeze(0)
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """1-d transposed convolution ("deconvolution") of (N, C, L) or (C, L) (spec NNF-033)."""
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                          dilation, "conv_transpose1d")
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """2-d transposed convolution of (N, C, H, W) or (C, H, W) (spec NNF-033)."""
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                          dilation, "conv_transpose2d")
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """3-d transposed convolution of (N, C, D, H, W) or (C, D, H, W) (spec NNF-033)."""
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                          dilation, "conv_transpose3d")
+
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d"]

@@ -218,19 +218,34 @@ def _cubic_weights(f: Tensor) -> list:
 
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
-    """Sample an (N, C, H, W) input at the normalised (x, y) points of ``grid``
-    (N, Ho, Wo, 2): bilinear, nearest or bicubic; points outside give zeros, the border
-    value, or the reflected value (``padding_mode`` zeros/border/reflection) (spec
-    NNF-082). Gradients flow to both ``input`` and ``grid``."""
+    """Sample an (N, C, H, W) or (N, C, D, H, W) input at the normalised (x, y[, z])
+    points of ``grid`` (N, *out, 2 or 3): bilinear (trilinear for 5-d), nearest, or
+    bicubic (4-d); points outside give zeros, the border value, or the reflected value
+    (``padding_mode`` zeros/border/reflection) (spec NNF-082). Gradients flow to both
+    ``input`` and ``grid``."""
+    import itertools
+    import math as _math
+
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
                          f"'nearest' or 'bicubic', but got: '{mode}'")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
-    if input.dim() != 4 or grid.dim() != 4:
-        raise NotImplementedError("refimpl's grid_sample supports 4-D inputs only")
-    n, c, h, w = input.shape
+    if input.dim() not in (4, 5) or grid.dim() != input.dim():
+        raise RuntimeError("grid_sampler(): expected 4D or 5D input and grid with same number "
+                           f"of dimensions, but got input with sizes {list(input.shape)} and "
+                           f"grid with sizes {list(grid.shape)}")
+    if mode == "bicubic" and input.dim() == 5:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    if input.dtype in _REDUCED:  # computed in float32, rounded once
+        return grid_sample(input.float(), grid.float(), mode, padding_mode,
+                           align_corners).to(input.dtype)
+    n, c = input.shape[:2]
+    spatial = list(input.shape[2:])
+    nd = len(spatial)
+    out_shape = list(grid.shape[1:-1])
+    count = _math.prod(out_shape)
     align = bool(align_corners)
 
     def unnormalise(coord: Tensor, size: int) -> Tensor:
@@ -238,43 +253,50 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             return (coord + 1) * ((size - 1) / 2)
         return ((coord + 1) * size - 1) / 2
 
-    if input.dtype in _REDUCED:  # computed in float32, rounded once
-        return grid_sample(input.float(), grid.float(), mode, padding_mode,
-                           align_corners).to(input.dtype)
-    gx = unnormalise(grid[..., 0], w)
-    gy = unnormalise(grid[..., 1], h)
-    flat = input.reshape(n, c, h * w)
-    ho, wo = grid.shape[1], grid.shape[2]
+    # grid's last dim lists x (the last spatial dim) first
+    coords = [unnormalise(grid[..., nd - 1 - i], spatial[i]) for i in range(nd)]
+    flat = input.reshape(n, c, _math.prod(spatial))
 
-    def tap(iy: Tensor, ix: Tensor) -> Tensor:
-        inside = (ix >= 0).logical_and(ix <= w - 1).logical_and(iy >= 0) \
-            .logical_and(iy <= h - 1)
-        idx = (iy.clamp(0, h - 1) * w + ix.clamp(0, w - 1)).long().reshape(n, 1, ho * wo)
-        vals = flat.gather(2, idx.expand(n, c, ho * wo)).reshape(n, c, ho, wo)
+    def tap(idx: list) -> Tensor:
+        inside, lin = None, None
+        for q, size in zip(idx, spatial):
+            ok = (q >= 0).logical_and(q <= size - 1)
+            inside = ok if inside is None else inside.logical_and(ok)
+            qc = q.clamp(0, size - 1)
+            lin = qc if lin is None else lin * size + qc
+        lin = lin.long().reshape(n, 1, count)
+        vals = flat.gather(2, lin.expand(n, c, count)).reshape(n, c, *out_shape)
         return vals * inside.unsqueeze(1).to(input.dtype)
 
     if mode == "bicubic":
+        gy, gx = coords
         x0, y0 = gx.floor(), gy.floor()
         wxs = [v.unsqueeze(1) for v in _cubic_weights(gx - x0)]
         wys = [v.unsqueeze(1) for v in _cubic_weights(gy - y0)]
         x0, y0 = x0.detach(), y0.detach()
         out = None
         for i in range(4):
-            yy = _bound(y0 + (i - 1), h, padding_mode, align)
+            yy = _bound(y0 + (i - 1), spatial[0], padding_mode, align)
             for j in range(4):
-                xx = _bound(x0 + (j - 1), w, padding_mode, align)
-                term = tap(yy, xx) * wys[i] * wxs[j]
+                xx = _bound(x0 + (j - 1), spatial[1], padding_mode, align)
+                term = tap([yy, xx]) * wys[i] * wxs[j]
                 out = term if out is None else out + term
         return out
-    gx = _bound(gx, w, padding_mode, align)
-    gy = _bound(gy, h, padding_mode, align)
+    coords = [_bound(q, size, padding_mode, align) for q, size in zip(coords, spatial)]
     if mode == "nearest":
-        return tap(gy.round(), gx.round())
-    x0, y0 = gx.floor(), gy.floor()
-    wx, wy = (gx - x0).unsqueeze(1), (gy - y0).unsqueeze(1)
-    x0, y0 = x0.detach(), y0.detach()
-    return (tap(y0, x0) * (1 - wx) * (1 - wy) + tap(y0, x0 + 1) * wx * (1 - wy)
-            + tap(y0 + 1, x0) * (1 - wx) * wy + tap(y0 + 1, x0 + 1) * wx * wy)
+        return tap([q.round() for q in coords])
+    lows = [q.floor() for q in coords]
+    fracs = [(q - lo).unsqueeze(1) for q, lo in zip(coords, lows)]
+    lows = [lo.detach() for lo in lows]
+    out = None
+    for corner in itertools.product((0, 1), repeat=nd):
+        weight = None
+        for bit, f in zip(corner, fracs):
+            part = f if bit else 1 - f
+            weight = part if weight is None else weight * part
+        term = tap([lo + bit for lo, bit in zip(lows, corner)]) * weight
+        out = term if out is None else out + term
+    return out
 
 
 __all__: list = []

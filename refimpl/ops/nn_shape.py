@@ -241,15 +241,32 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0,
                            f"stride=({s[0]}, {s[1]}), expected size of input's dimension 2 "
                            f"to match the calculated number of sliding blocks {oh} * {ow} = "
                            f"{oh * ow}, but got input.size(2)={cols.shape[2]}.")
-    c = cols.shape[1] // per
-    ch, ky, kx, y, x = np.ix_(np.arange(c), np.arange(k[0]), np.arange(k[1]),
-                              np.arange(oh), np.arange(ow))
-    dest = ch * hp * wp + (y * s[0] + ky * d[0]) * wp + (x * s[1] + kx * d[1])
-    n = cols.shape[0]
-    img = cols.new_zeros((n, c * hp * wp)).index_add(1, _index(dest.reshape(-1), cols),
-                                                     cols.reshape(n, -1))
-    img = img.reshape(n, c, hp, wp)[:, :, p[0]:p[0] + o[0], p[1]:p[1] + o[1]]
+    img = col2im(cols, o, (oh, ow), k, d, p, s)
     return img if batched else img.squeeze(0)
+
+
+def col2im(cols: Tensor, out_sizes, blocks, kernel, dilation, padding, stride) -> Tensor:
+    """Sum the columns (N, C*prod(kernel), prod(blocks)) of an N-d sliding-block layout
+    into an (N, C, *out_sizes) image: an ``index_add`` of host-computed destinations into
+    the padded image, then a crop of the padding."""
+    n_dims = len(kernel)
+    padded = [max(o + 2 * p, (b - 1) * s + d * (k - 1) + 1) for o, b, k, d, p, s in
+              zip(out_sizes, blocks, kernel, dilation, padding, stride)]
+    per = int(np.prod(kernel))
+    c = cols.shape[1] // per
+    grids = np.ix_(np.arange(c), *[np.arange(k) for k in kernel],
+                   *[np.arange(b) for b in blocks])
+    pos = [grids[1 + n_dims + i] * stride[i] + grids[1 + i] * dilation[i]
+           for i in range(n_dims)]
+    dest = np.ravel_multi_index([np.broadcast_to(grids[0], np.broadcast(*grids).shape),
+                                 *[np.broadcast_to(q, np.broadcast(*grids).shape)
+                                   for q in pos]], [c, *padded])
+    n = cols.shape[0]
+    img = cols.new_zeros((n, c * int(np.prod(padded)))).index_add(
+        1, _index(dest.reshape(-1), cols), cols.reshape(n, -1))
+    img = img.reshape(n, c, *padded)
+    crop = tuple(slice(p, p + o) for p, o in zip(padding, out_sizes))
+    return img[(slice(None), slice(None), *crop)]
 
 
 __all__: list = []
