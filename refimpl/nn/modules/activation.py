@@ -159,7 +159,7 @@ class Hardtanh(Module):
                  inplace: bool = False) -> None:
         super().__init__()
         if max_val <= min_val:
-            raise ValueError("max_val must be greater than min_val")
+            raise AssertionError(f"max_val ({max_val}) must be greater than min_val ({min_val})")
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace
