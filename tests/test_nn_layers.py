@@ -349,3 +349,48 @@ def test_transformer_layers_match_torch(norm_first, train):
     for a, e in zip(run(refimpl), run(torch), strict=True):
         np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval", "inference"])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_transformer_stacks_match_torch(mode, batch_first):
+    import warnings
+
+    torch.manual_seed(0)
+    kwargs = {"dim_feedforward": 16, "dropout": 0.0, "batch_first": batch_first}
+
+    def build(lib):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            enc = lib.nn.TransformerEncoder(lib.nn.TransformerEncoderLayer(8, 2, **kwargs), 2,
+                                            norm=lib.nn.LayerNorm(8))
+            dec = lib.nn.TransformerDecoder(lib.nn.TransformerDecoderLayer(8, 2, **kwargs), 2)
+        return enc, dec, [str(x.message) for x in w]
+
+    t_enc, t_dec, t_warn = build(torch)
+    r_enc, r_dec, r_warn = build(refimpl)
+    assert r_warn == t_warn
+    assert repr(r_enc) == repr(t_enc) and repr(r_dec) == repr(t_dec)
+    for mine, theirs in ((r_enc, t_enc), (r_dec, t_dec)):
+        mine.load_state_dict({k: refimpl.tensor(v.detach().numpy())
+                              for k, v in theirs.state_dict().items()})
+
+    def run(lib, enc, dec):
+        rng = np.random.default_rng(9)
+        shape_s, shape_t = ((2, 5, 8), (2, 3, 8)) if batch_first else ((5, 2, 8), (3, 2, 8))
+        src = lib.tensor(rng.standard_normal(shape_s).astype(np.float32))
+        tgt = lib.tensor(rng.standard_normal(shape_t).astype(np.float32))
+        pad = lib.tensor(np.array([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0]], bool))
+        causal = lib.nn.Transformer.generate_square_subsequent_mask(3) if lib is torch else \
+            lib.tensor(np.triu(np.full((3, 3), -np.inf, np.float32), 1))
+        enc.train(mode == "train")
+        dec.train(mode == "train")
+        ctx = lib.no_grad() if mode == "inference" else lib.enable_grad()
+        with ctx:
+            memory = enc(src, src_key_padding_mask=pad)
+            out = dec(tgt, memory, tgt_mask=causal, memory_key_padding_mask=pad)
+        return [memory, out]
+
+    for a, e in zip(run(refimpl, r_enc, r_dec), run(torch, t_enc, t_dec), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)

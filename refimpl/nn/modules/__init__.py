@@ -136,7 +136,12 @@ from refimpl.nn.modules.shape_ops import (
     ZeroPad2d,
     ZeroPad3d,
 )
-from refimpl.nn.modules.transformer import TransformerDecoderLayer, TransformerEncoderLayer
+from refimpl.nn.modules.transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "CELU",
@@ -254,7 +259,9 @@ __all__ = [
     "Tanh",
     "Tanhshrink",
     "Threshold",
+    "TransformerDecoder",
     "TransformerDecoderLayer",
+    "TransformerEncoder",
     "TransformerEncoderLayer",
     "TripletMarginLoss",
     "TripletMarginWithDistanceLoss",
