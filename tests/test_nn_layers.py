@@ -394,3 +394,37 @@ def test_transformer_stacks_match_torch(mode, batch_first):
     for a, e in zip(run(refimpl, r_enc, r_dec), run(torch, t_enc, t_dec), strict=True):
         np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+def test_full_transformer_matches_torch():
+    import warnings
+
+    torch.manual_seed(0)
+    kwargs = {"d_model": 8, "nhead": 2, "num_encoder_layers": 2, "num_decoder_layers": 1,
+              "dim_feedforward": 16, "dropout": 0.0}
+    with warnings.catch_warnings(record=True) as tw:
+        warnings.simplefilter("always")
+        tm = torch.nn.Transformer(**kwargs)
+    with warnings.catch_warnings(record=True) as rw:
+        warnings.simplefilter("always")
+        rm = refimpl.nn.Transformer(**kwargs)
+    assert [str(w.message) for w in rw] == [str(w.message) for w in tw]
+    assert [n for n, _ in rm.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    rm.load_state_dict({k: refimpl.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+
+    def run(lib, m):
+        rng = np.random.default_rng(10)
+        src = lib.tensor(rng.standard_normal((5, 2, 8)).astype(np.float32), requires_grad=True)
+        tgt = lib.tensor(rng.standard_normal((4, 2, 8)).astype(np.float32))
+        mask = (torch.nn.Transformer if lib is torch else refimpl.nn.Transformer) \
+            .generate_square_subsequent_mask(4)
+        out = m(src, tgt, tgt_mask=mask)
+        out.sum().backward()
+        return [mask, out, src.grad]
+
+    for a, e in zip(run(refimpl, rm), run(torch, tm), strict=True):
+        np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+    with pytest.raises(RuntimeError, match="the feature number of src and tgt must be equal to "
+                       "d_model"):
+        rm(refimpl.ones(3, 2, 4), refimpl.ones(3, 2, 8))

@@ -137,6 +137,7 @@ from refimpl.nn.modules.shape_ops import (
     ZeroPad3d,
 )
 from refimpl.nn.modules.transformer import (
+    Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
@@ -259,6 +260,7 @@ __all__ = [
     "Tanh",
     "Tanhshrink",
     "Threshold",
+    "Transformer",
     "TransformerDecoder",
     "TransformerDecoderLayer",
     "TransformerEncoder",
