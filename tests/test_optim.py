@@ -27,6 +27,17 @@ OPTIMIZERS = [
     ("Adagrad", {"lr": 0.1}),
     ("Adagrad", {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.1,
                  "weight_decay": 0.01, "maximize": True}),
+    ("Adadelta", {"lr": 1.0}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "weight_decay": 0.1, "maximize": True}),
+    ("Adamax", {"lr": 0.05}),
+    ("Adamax", {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1}),
+    ("NAdam", {"lr": 0.05}),
+    ("NAdam", {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True,
+               "momentum_decay": 0.01}),
+    ("RAdam", {"lr": 0.05}),
+    ("RAdam", {"lr": 0.05, "betas": (0.9, 0.9), "weight_decay": 0.1, "maximize": True}),
+    ("Rprop", {"lr": 0.05}),
+    ("Rprop", {"lr": 0.05, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.1), "maximize": True}),
 ]
 
 
@@ -71,7 +82,14 @@ SCHEDULERS = [
     ("LinearLR", {"start_factor": 0.1, "end_factor": 0.9, "total_iters": 5}),
     ("ConstantLR", {"factor": 0.2, "total_iters": 3}),
     ("LambdaLR", {"lr_lambda": [lambda e: 0.9 ** e, lambda e: 1 / (1 + e)]}),
+    ("MultiplicativeLR", {"lr_lambda": lambda e: 0.95}),
+    ("PolynomialLR", {"total_iters": 8, "power": 2.0}),
     ("OneCycleLR", {"max_lr": [1.0, 0.5], "total_steps": 20}),
+    ("CyclicLR", {"base_lr": 0.01, "max_lr": [0.1, 0.2], "step_size_up": 3,
+                  "step_size_down": 2, "mode": "triangular2"}),
+    ("CyclicLR", {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 4, "mode": "exp_range",
+                  "gamma": 0.9}),
+    ("CosineAnnealingWarmRestarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.01}),
     ("OneCycleLR", {"max_lr": 1.0, "total_steps": 20, "three_phase": True,
                     "anneal_strategy": "linear"}),
 ]
@@ -113,3 +131,39 @@ def test_reduce_lr_on_plateau_matches_torch():
     for kwargs in [{"patience": 1}, {"mode": "max", "patience": 0, "threshold_mode": "abs"},
                    {"patience": 1, "cooldown": 2, "min_lr": 0.05, "factor": 0.5}]:
         assert run(refimpl, **kwargs) == run(torch, **kwargs)
+
+
+def test_sequential_and_chained_match_torch():
+    def run(lib, kind):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(1))], lr=1.0)
+        sch = lib.optim.lr_scheduler
+        if kind == "sequential":
+            sched = sch.SequentialLR(opt, [sch.LinearLR(opt, 0.1, total_iters=3),
+                                           sch.ExponentialLR(opt, 0.9),
+                                           sch.StepLR(opt, 2, 0.5)], milestones=[3, 7])
+        else:
+            sched = sch.ChainedScheduler([sch.ConstantLR(opt, 0.5, total_iters=4),
+                                          sch.ExponentialLR(opt, 0.9)])
+        out = [sched.get_last_lr()[0]]
+        for _ in range(12):
+            opt.step()
+            sched.step()
+            out.append(sched.get_last_lr()[0])
+        state = sched.state_dict()
+        return out, sorted(state), len(state["_schedulers"])
+
+    for kind in ("sequential", "chained"):
+        mine, theirs = run(refimpl, kind), run(torch, kind)
+        np.testing.assert_allclose(mine[0], theirs[0], rtol=1e-14)
+        assert mine[1:] == theirs[1:]
+
+
+def test_step_with_epoch_uses_closed_form():
+    def run(lib):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.ones(1))], lr=1.0)
+        sched = lib.optim.lr_scheduler.PolynomialLR(opt, total_iters=10, power=0.5)
+        with pytest.warns(UserWarning, match="The epoch parameter in `scheduler.step\\(\\)`"):
+            sched.step(6)
+        return sched.get_last_lr()
+
+    np.testing.assert_allclose(run(refimpl), run(torch), rtol=1e-14)

@@ -7,8 +7,10 @@ schedulers.
 from refimpl.optim import lr_scheduler
 from refimpl.optim.adagrad import Adagrad
 from refimpl.optim.adam import Adam, AdamW
+from refimpl.optim.adaptive import Adadelta, Adamax, NAdam, RAdam, Rprop
 from refimpl.optim.optimizer import Optimizer
 from refimpl.optim.rmsprop import RMSprop
 from refimpl.optim.sgd import SGD
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "lr_scheduler"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam",
+           "RMSprop", "Rprop", "lr_scheduler"]

@@ -249,3 +249,74 @@ class RMSNorm(Module):
     def extra_repr(self) -> str:
         return ("{normalized_shape}, eps={eps}, "
                 "elementwise_affine={elementwise_affine}".format(**self.__dict__))
+
+
+class _InstanceNorm(_NormBase):
+    _no_batch_dims = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device=None,
+                 dtype=None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise each sample and channel over its own spatial positions."""
+        import warnings
+
+        self._check_input_dim(input)
+        feature_dim = input.dim() - self._no_batch_dims
+        if input.size(feature_dim) != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match "
+                                 f"num_features ({self.num_features}), but got: "
+                                 f"{input.size(feature_dim)}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You "
+                          "can silence this warning by not passing in num_features, which is "
+                          "not used because affine=False", stacklevel=2)
+        unbatched = input.dim() == self._no_batch_dims
+        x = input.unsqueeze(0) if unbatched else input
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm over (N, C, L) or (C, L)."""
+
+    _no_batch_dims = 2
+    _check_input_dim = _dim_checker("_check_input_dim", (2, 3), "2D or 3D")
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm over (N, C, H, W) or (C, H, W)."""
+
+    _no_batch_dims = 3
+    _check_input_dim = _dim_checker("_check_input_dim", (3, 4), "3D or 4D")
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm over (N, C, D, H, W) or (C, D, H, W)."""
+
+    _no_batch_dims = 4
+    _check_input_dim = _dim_checker("_check_input_dim", (4, 5), "4D or 5D")
+
+
+class LocalResponseNorm(Module):
+    """Normalise each channel by the activity of its ``size`` neighbours."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                 k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        """``F.local_response_norm``."""
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)
