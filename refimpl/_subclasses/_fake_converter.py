@@ -108,6 +108,8 @@ class FakeTensorConverter:
 
             raise UnsupportedFakeTensorException("quantized nyi in meta tensors")
         out = self._convert(fake_mode, t, t._storage.device)
+        if getattr(t, "_is_param", False) and t._base is None:
+            out._is_param = True  # the fake of an nn.Parameter is one (not of its views)
         if make_constant and t.numel() <= 1 and t._storage.device.type == "cpu":
             fake_mode._set_constant(out, t)
         return out
