@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops import activation as _act
 from refimpl.ops import nn_activation as _nna
@@ -251,6 +252,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return a * b.sigmoid()
 
 
+@composite("prelu")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``input`` where positive, else ``weight * input`` (one weight or one per channel,
     dim 1)."""

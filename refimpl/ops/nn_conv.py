@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_shape import pad, windows
 
@@ -94,6 +95,7 @@ def _c_name(dtype) -> str:
     return {"int64_t": "long int", "int": "int"}.get(_C_NAMES[dtype], _C_NAMES[dtype])
 
 
+@composite("convolution")
 def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
                 dilation, groups: int, name: str) -> Tensor:
     """An N-d convolution (N from ``name``; the weight's dims must agree) of a batched or
@@ -150,18 +152,21 @@ def _prod(xs) -> int:
     return r
 
 
+@composite("conv1d")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
     """1-d convolution over (N, C, L) or (C, L) inputs (spec NNF-030)."""
     return convolution(input, weight, bias, stride, padding, dilation, groups, "conv1d")
 
 
+@composite("conv2d")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
     """2-d convolution over (N, C, H, W) or (C, H, W) inputs (spec NNF-030)."""
     return convolution(input, weight, bias, stride, padding, dilation, groups, "conv2d")
 
 
+@composite("conv3d")
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
     """3-d convolution over (N, C, D, H, W) or (C, D, H, W) inputs (spec NNF-030)."""
@@ -249,6 +254,7 @@ def conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_
     return out if batched else out.squeeze(0)
 
 
+@composite("conv_transpose1d")
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """1-d transposed convolution ("deconvolution") of (N, C, L) or (C, L) (spec NNF-033)."""
@@ -256,6 +262,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                           dilation, "conv_transpose1d")
 
 
+@composite("conv_transpose2d.input")
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """2-d transposed convolution of (N, C, H, W) or (C, H, W) (spec NNF-033)."""
@@ -263,6 +270,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                           dilation, "conv_transpose2d")
 
 
+@composite("conv_transpose3d.input")
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """3-d transposed convolution of (N, C, D, H, W) or (C, D, H, W) (spec NNF-033)."""

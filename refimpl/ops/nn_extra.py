@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.elementwise_binary import where
 from refimpl.ops.nn_loss import _check_reduction, _reduce, _reduction
 from refimpl.ops.nn_shape import _index, has_data
 
 
+@composite("multi_margin_loss")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average=None, reduce=None,
                       reduction: str = "mean") -> Tensor:
@@ -60,6 +62,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return _reduce(loss, reduction)
 
 
+@composite("multilabel_margin_loss")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
     """Multi-label hinge loss: ``target`` lists class indices, ended by the first -1;
@@ -114,6 +117,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
 
 
+@composite("pdist")
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distances between every pair of rows (i < j) of a 2-d input, in row-major
     order of the pairs (spec NNF-067)."""
@@ -178,12 +182,14 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
     return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size)
 
 
+@composite("max_unpool2d")
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
                  output_size=None) -> Tensor:
     """The partial inverse of ``max_pool2d`` (spec NNF-045)."""
     return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size)
 
 
+@composite("max_unpool3d")
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
                  output_size=None) -> Tensor:
     """The partial inverse of ``max_pool3d`` (spec NNF-045)."""
@@ -239,6 +245,7 @@ def _lengths(x) -> list:
     return [int(v) for v in (x.tolist() if isinstance(x, Tensor) else x)]
 
 
+@composite("ctc_loss.IntList")
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification loss: ``-log`` of the total probability of

@@ -31,6 +31,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
+@composite("bilinear")
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
              bias: Tensor | None = None) -> Tensor:
     """``y_k = x1 @ W_k @ x2 + b_k`` for weight (out, in1, in2) (spec NNF-060)."""
@@ -263,6 +264,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                                         device=weight.device)
 
 
+@composite("scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
@@ -321,6 +323,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
     return input / denom
 
 
+@composite("cosine_similarity")
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``(x1 / ||x1||) . (x2 / ||x2||)`` along ``dim`` after broadcasting, each norm
     clamped to at least ``eps`` (spec NNF-065)."""

@@ -186,6 +186,7 @@ def _pointwise_loss(fn, input, target, size_average, reduce, reduction) -> Tenso
     return _reduce(fn(input - target), reduction)
 
 
+@composite("mse_loss")
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Squared error (spec NNF-072)."""
@@ -194,6 +195,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
     return _pointwise_loss(sq, input, target, size_average, reduce, reduction)
 
 
+@composite("l1_loss")
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Absolute error (spec NNF-072)."""
@@ -202,6 +204,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
     return _pointwise_loss(ab, input, target, size_average, reduce, reduction)
 
 
+@composite("smooth_l1_loss")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (spec NNF-072)."""
@@ -216,6 +219,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _pointwise_loss(smooth, input, target, size_average, reduce, reduction)
 
 
+@composite("huber_loss")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (spec NNF-072)."""
@@ -229,6 +233,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _pointwise_loss(huber, input, target, None, None, reduction)
 
 
+@composite("binary_cross_entropy")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100 (spec NNF-073)."""
@@ -248,6 +253,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce(loss, reduction)
 
 
+@composite("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, size_average=None,
                                      reduce=None, reduction: str = "mean",
@@ -270,6 +276,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return _reduce(loss, reduction)
 
 
+@composite("kl_div")
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """Pointwise ``target * (log target - input)`` (``input`` holds log-probabilities);
@@ -290,6 +297,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
     return _reduce(loss, reduction)
 
 
+@composite("margin_ranking_loss")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0,
                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)`` (spec NNF-075)."""
@@ -302,6 +310,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
 
 
+@composite("hinge_embedding_loss")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``input`` where target is 1, ``max(0, margin - input)`` where it is -1
@@ -313,6 +322,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     return _reduce(margin_part + self_part, reduction)
 
 
+@composite("soft_margin_loss")
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * input))`` (spec NNF-075)."""
@@ -339,6 +349,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     return _reduce(loss, reduction)
 
 
+@composite("cosine_embedding_loss")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0,
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos`` where target is 1, ``max(0, cos - margin)`` where it is -1
@@ -354,6 +365,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     return _reduce(loss, reduction)
 
 
+@composite("triplet_margin_loss")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
                         margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None,
@@ -379,6 +391,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
     return _reduce((d_pos - d_neg + margin).clamp_min(0), reduction)
 
 
+@composite("poisson_nll_loss")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,
                      full: bool = False, size_average=None, eps: float = 1e-8,
                      reduce=None, reduction: str = "mean") -> Tensor:

@@ -12,6 +12,7 @@ updated in place without recording autograd history, with the unbiased batch var
 from __future__ import annotations
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_loss import _not_differentiable
 from refimpl.ops.reduction_stats import var_mean
@@ -114,6 +115,7 @@ def _check_normalized(input: Tensor, normalized_shape, weight, bias, sep: str) -
     return list(range(-n, 0))
 
 
+@composite("layer_norm")
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` dims, then scale and shift
@@ -147,6 +149,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     return out.to(input.dtype)
 
 
+@composite("group_norm")
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise each of ``num_groups`` channel groups of every sample, then scale and

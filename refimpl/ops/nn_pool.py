@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_shape import _index, pad, windows
 
@@ -178,6 +179,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                      ceil_mode, return_indices)
 
 
+@composite("max_pool3d")
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False):
     """Max over sliding windows of (N, C, D, H, W) or (C, D, H, W) (spec NNF-040)."""
@@ -238,6 +240,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
                      count_include_pad, divisor_override)
 
 
+@composite("avg_pool3d")
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override=None) -> Tensor:
     """Mean over sliding windows of (N, C, D, H, W) or (C, D, H, W) (spec NNF-041)."""
@@ -306,6 +309,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg(input, 2, "adaptive_avg_pool2d", output_size)
 
 
+@composite("adaptive_avg_pool3d")
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
     """Mean over adaptive bins of the last three dims (spec NNF-042)."""
     return _adaptive_avg(input, 3, "adaptive_avg_pool3d", output_size)
@@ -347,6 +351,7 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     return _adaptive_max(input, 2, "adaptive_max_pool2d", output_size, return_indices)
 
 
+@composite("adaptive_max_pool3d")
 def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
     """Max over adaptive bins of the last three dims (spec NNF-043)."""
     return _adaptive_max(input, 3, "adaptive_max_pool3d", output_size, return_indices)

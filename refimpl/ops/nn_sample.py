@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_shape import _index
 
@@ -216,6 +217,7 @@ def _cubic_weights(f: Tensor) -> list:
     return [far(f + 1), near(f), near(1 - f), far(2 - f)]
 
 
+@composite("grid_sampler")
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Sample an (N, C, H, W) or (N, C, D, H, W) input at the normalised (x, y[, z])
