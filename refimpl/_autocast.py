@@ -209,11 +209,13 @@ def _cast_all(to_dtype, args: tuple, kwargs: dict, device_type: str):
             {k: _map(cast, v) for k, v in kwargs.items()})
 
 
-def apply_policy(name: str, run, args: tuple, kwargs: dict):
+def apply_policy(name: str, run, args: tuple, kwargs: dict, whole: bool = False):
     """Run ``run(*args, **kwargs)`` (the op ``name``) under its autocast policy.
 
     ``run`` must not re-enter the autocast check for the same call (the dispatcher passes
-    the layers below autocast; a composite passes its own body)."""
+    the layers below autocast; a composite passes its own body). ``whole``: ``run`` is a
+    composite written in refimpl ops for what is one op in torch, whose inner ops are not
+    autocast even when the op itself is on no list."""
     from refimpl import _dtype as D
 
     if kwargs.get("out") is not None:
@@ -223,6 +225,9 @@ def apply_policy(name: str, run, args: tuple, kwargs: dict):
     device_type = _device_type(tensors)
     policy = None if device_type is None else _op_lists.policy_of(device_type, name)
     if policy is None:  # not listed for this device: falls through (inner ops may cast)
+        if whole:
+            with excluded():
+                return run(*args, **kwargs)
         return run(*args, **kwargs)
     if policy == "banned":
         raise RuntimeError(_op_lists.BANNED[device_type][name])
@@ -259,16 +264,16 @@ _AutocastState.layer = staticmethod(_layer)
 
 def composite(name: str):
     """Decorator: make a composite function (one written in refimpl ops, not an OpDef)
-    behave as torch's composite op ``name`` does: it takes that op's autocast policy
-    (inside, the ops it calls are not autocast again), and a running profiler records it
-    as ``aten::<name>`` around the ops it calls."""
+    behave as torch's op ``name`` does: it takes that op's autocast policy (inside, the
+    ops it calls are not autocast again, listed or not: in torch it is one op), and a
+    running profiler records it as ``aten::<name>`` around the ops it calls."""
 
     def wrap(fn):
         AUTOCAST.__class__.ops = AUTOCAST.ops | {name}
 
         def call(*args, **kwargs):
             if AUTOCAST.active:
-                return apply_policy(name, fn, args, kwargs)
+                return apply_policy(name, fn, args, kwargs, whole=True)
             return fn(*args, **kwargs)
 
         @functools.wraps(fn)
