@@ -402,3 +402,24 @@ class GradScaler:
 
     def _found_inf_per_device(self, optimizer) -> dict:
         return self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+
+
+class DeprecatedGradScaler(GradScaler):
+    """``torch.cpu.amp.GradScaler`` / ``torch.cuda.amp.GradScaler``: a GradScaler of the
+    subclass's ``device_type`` whose construction emits torch's FutureWarning."""
+
+    device_type = "cuda"
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 enabled: bool = True) -> None:
+        import warnings
+
+        dev = self.device_type
+        warnings.warn(
+            f"`torch.{dev}.amp.GradScaler(args...)` is deprecated. "
+            f"Please use `torch.amp.GradScaler('{dev}', args...)` instead.",
+            FutureWarning, stacklevel=2)
+        super().__init__(dev, init_scale=init_scale, growth_factor=growth_factor,
+                         backoff_factor=backoff_factor, growth_interval=growth_interval,
+                         enabled=enabled)

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
-
-from refimpl.amp.grad_scaler import GradScaler as _GradScaler
-from refimpl.amp.grad_scaler import OptState
+from refimpl.amp.grad_scaler import DeprecatedGradScaler, OptState
 
 __all__ = ["GradScaler", "OptState"]
 
 
-class GradScaler(_GradScaler):
+class GradScaler(DeprecatedGradScaler):
     """Deprecated: use ``refimpl.amp.GradScaler("cuda", ...)`` (constructing one emits
     torch's FutureWarning)."""
 
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True) -> None:
-        warnings.warn(
-            "`torch.cuda.amp.GradScaler(args...)` is deprecated. "
-            "Please use `torch.amp.GradScaler('cuda', args...)` instead.",
-            FutureWarning, stacklevel=2)
-        super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor,
-                         backoff_factor=backoff_factor, growth_interval=growth_interval,
-                         enabled=enabled)
+    device_type = "cuda"
