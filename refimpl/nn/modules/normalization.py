@@ -146,6 +146,27 @@ def _shape(normalized_shape) -> tuple[int, ...]:
     return tuple(normalized_shape)
 
 
+
+def _affine_params(module: Module, shape, affine: bool, bias: bool, device, dtype) -> None:
+    """The ``weight`` (and ``bias``) of ``shape`` of an affine normalisation, or both
+    registered as None."""
+    if affine:
+        module.weight = empty_param(*shape, device=device, dtype=dtype)
+        if bias:
+            module.bias = empty_param(*shape, device=device, dtype=dtype)
+            return
+    else:
+        module.register_parameter("weight", None)
+    module.register_parameter("bias", None)
+
+
+def _reset_affine(module: Module, affine: bool) -> None:
+    """Weight 1 and bias 0 of an affine normalisation."""
+    if affine:
+        init.ones_(module.weight)
+        if module.bias is not None:
+            init.zeros_(module.bias)
+
 class LayerNorm(Module):
     """Normalise over the last ``len(normalized_shape)`` dims, with an affine map."""
 
@@ -155,23 +176,12 @@ class LayerNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = empty_param(*self.normalized_shape, device=device, dtype=dtype)
-            if bias:
-                self.bias = empty_param(*self.normalized_shape, device=device, dtype=dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Weight 1, bias 0."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.elementwise_affine)
 
     def forward(self, input: Tensor) -> Tensor:
         """``F.layer_norm``."""
@@ -195,23 +205,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = empty_param(num_channels, device=device, dtype=dtype)
-            if bias:
-                self.bias = empty_param(num_channels, device=device, dtype=dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Weight 1, bias 0."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.affine)
 
     def forward(self, input: Tensor) -> Tensor:
         """``F.group_norm``."""
