@@ -222,9 +222,7 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
             strides = layout(None, args, kwargs)
             if strides is not None and into is not None:
                 spec = op.meta(*args, **kwargs)
-                out = Tensor._make(Tensor._empty((_span(spec.shape, strides),),
-                                                 spec.dtype, dev)._storage,
-                                   spec.shape, strides, 0, spec.dtype)
+                out = _empty_strided(spec.shape, strides, spec.dtype, dev)
                 into(out, *args, **kwargs)
                 out._version_counter.version = 0
                 return out
@@ -238,16 +236,15 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
     raise NotImplementedError(f"refimpl does not implement the '{dev.type}' device")
 
 
-def _span(shape, strides) -> int:
-    """Elements a dense tensor of ``(shape, strides)`` covers."""
-    return 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+def _empty_strided(shape, strides, dtype, dev: device) -> Tensor:
+    """A fresh tensor of ``shape`` laid out densely with ``strides``."""
+    span = 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    return Tensor._make(Tensor._empty((span,), dtype, dev)._storage, shape, strides, 0, dtype)
 
 
 def _restrided(result: Tensor, strides) -> Tensor:
     """A fresh tensor with ``result``'s values laid out with ``strides``."""
-    out = Tensor._make(Tensor._empty((_span(result._shape, strides),), result.dtype,
-                                     result._storage.device)._storage,
-                       result._shape, strides, 0, result.dtype)
+    out = _empty_strided(result._shape, strides, result.dtype, result._storage.device)
     copy_into(out, result)
     out._version_counter.version = 0
     return out
