@@ -51,18 +51,24 @@ def _raw(t: Tensor) -> Tensor:
                         t._version_counter)
 
 
+def _apply_bits(values: Tensor, bits: Tensor) -> Tensor:
+    """``values`` conjugated and/or negated as ``bits``'s bits say (both are their own
+    inverse, so this maps stored values to logical ones and back)."""
+    from refimpl.ops.elementwise import neg
+    from refimpl.ops.elementwise_unary import conj_physical
+
+    if bits._conj_bit:
+        values = conj_physical(values)
+    if bits._neg_bit:
+        values = neg(values)
+    return values
+
+
 def resolved(t: Tensor) -> Tensor:
     """A plain tensor holding ``t``'s logical values (``t`` itself when it has no bit)."""
     if not (t._conj_bit or t._neg_bit):
         return t
-    from refimpl.ops.elementwise import neg
-    from refimpl.ops.elementwise_unary import conj_physical
-
-    out = _raw(t)
-    if t._conj_bit:
-        out = conj_physical(out)
-    if t._neg_bit:
-        out = neg(out)
+    out = _apply_bits(_raw(t), t)
     if out._storage is t._storage:  # a conjugate bit on a real tensor: nothing applied
         from refimpl.ops.copy import clone
 
@@ -73,15 +79,7 @@ def resolved(t: Tensor) -> Tensor:
 def stored_form(dst: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
     """(plain alias of ``dst``, what to store there) so that ``dst``'s logical values
     become ``values``."""
-    from refimpl.ops.elementwise import neg
-    from refimpl.ops.elementwise_unary import conj_physical
-
-    values = resolved(values)
-    if dst._conj_bit:
-        values = conj_physical(values)
-    if dst._neg_bit:
-        values = neg(values)
-    return _raw(dst), values
+    return _raw(dst), _apply_bits(resolved(values), dst)
 
 
 def _plain_args(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
