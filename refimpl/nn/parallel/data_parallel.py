@@ -201,38 +201,41 @@ class DataParallel(Module):
     def forward(self, *inputs, **kwargs):
         if not self.device_ids:
             return self.module(*inputs, **kwargs)
-        for tensor in chain(self.module.parameters(), self.module.buffers()):
-            if tensor.device != self.src_device_obj:
-                raise RuntimeError(
-                    f"module must have its parameters and buffers on device "
-                    f"{self.src_device_obj} (device_ids[0]) but found one of them on device: "
-                    f"{tensor.device}")
-        inputs, module_kwargs = scatter_kwargs(inputs, kwargs, self.device_ids, self.dim)
-        if not inputs and not module_kwargs:
-            inputs, module_kwargs = ((),), ({},)
-        if len(self.device_ids) == 1:
-            return self.module(*inputs[0], **module_kwargs[0])
-        devices = self.device_ids[:len(inputs)]
-        replicas = replicate(self.module, devices)
-        outputs = parallel_apply(replicas, inputs, module_kwargs, devices)
-        return gather(outputs, self.output_device, self.dim)
+        return _run(self.module, inputs, kwargs, self.device_ids, self.output_device, self.dim)
+
+
+def _run(module: Module, inputs: tuple, kwargs: dict, device_ids: list[int],
+         output_device: int, dim: int):
+    """One data-parallel forward: scatter, replicate, apply, gather (one device: a call)."""
+    from refimpl._device import device
+
+    src = device("cuda", device_ids[0])
+    for tensor in chain(module.parameters(), module.buffers()):
+        if tensor.device != src:
+            raise RuntimeError(
+                f"module must have its parameters and buffers on device {src} "
+                f"(device_ids[0]) but found one of them on device: {tensor.device}")
+    inputs, module_kwargs = scatter_kwargs(inputs, kwargs, device_ids, dim)
+    if not inputs and not module_kwargs:
+        inputs, module_kwargs = ((),), ({},)
+    if len(device_ids) == 1:
+        return module(*inputs[0], **module_kwargs[0])
+    devices = device_ids[:len(inputs)]
+    replicas = replicate(module, devices)
+    outputs = parallel_apply(replicas, inputs, module_kwargs, devices)
+    return gather(outputs, output_device, dim)
 
 
 def data_parallel(module: Module, inputs, device_ids=None, output_device=None, dim: int = 0,
                   module_kwargs=None):
-    """The functional form of :class:`DataParallel` (one forward)."""
-    if not isinstance(inputs, tuple):
-        inputs = (inputs,)
-    dp = DataParallel.__new__(DataParallel)
-    Module.__init__(dp)
+    """The functional form of :class:`DataParallel` (one forward; the module stays where
+    it is)."""
     from refimpl import cuda
 
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,)
     if not cuda.is_available():
         return module(*inputs, **(module_kwargs or {}))
-    dp.module, dp.dim = module, dim
-    dp.device_ids = [_device_index(d) for d in (device_ids or range(cuda.device_count()))]
-    dp.output_device = _device_index(dp.device_ids[0] if output_device is None else output_device)
-    from refimpl._device import device
-
-    dp.src_device_obj = device("cuda", dp.device_ids[0])
-    return dp.forward(*inputs, **(module_kwargs or {}))
+    ids = [_device_index(d) for d in (device_ids or range(cuda.device_count()))]
+    out = _device_index(ids[0] if output_device is None else output_device)
+    return _run(module, inputs, module_kwargs or {}, ids, out, dim)
