@@ -56,28 +56,26 @@ def register_module_full_backward_pre_hook(hook) -> RemovableHandle:
     return handle
 
 
-def register_module_full_backward_hook(hook) -> RemovableHandle:
-    """A full backward hook ``hook(module, grad_input, grad_output)`` for every module."""
+def _register_global_backward_hook(hook, full: bool) -> RemovableHandle:
+    """A global backward hook, full or not: one kind only, as torch allows."""
     global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is False:
+    if _global_is_full_backward_hook is (not full):
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as "
                            "a global Module hook. Please use only one of them.")
-    _global_is_full_backward_hook = True
+    _global_is_full_backward_hook = full
     handle = RemovableHandle(_global_backward_hooks)
     _global_backward_hooks[handle.id] = hook
     return handle
+
+
+def register_module_full_backward_hook(hook) -> RemovableHandle:
+    """A full backward hook ``hook(module, grad_input, grad_output)`` for every module."""
+    return _register_global_backward_hook(hook, True)
 
 
 def register_module_backward_hook(hook) -> RemovableHandle:
     """The deprecated non-full global backward hook (on the output's grad_fn)."""
-    global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is True:
-        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as "
-                           "a global Module hook. Please use only one of them.")
-    _global_is_full_backward_hook = False
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return _register_global_backward_hook(hook, False)
 
 
 def register_module_buffer_registration_hook(hook) -> RemovableHandle:
