@@ -238,3 +238,10 @@ def multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
     if last_1d:
         result = result.squeeze(-1)
     return _done(result, out)
+
+
+# -- spectral functions (refimpl.ops.linalg_spectral*) ----------------------------------------
+from refimpl.ops.linalg_spectral import eigh, eigvalsh, svdvals  # noqa: E402
+from refimpl.ops.linalg_spectral import linalg_svd as svd  # noqa: E402
+
+__all__ += ["eigh", "eigvalsh", "svd", "svdvals"]
