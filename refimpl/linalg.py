@@ -241,7 +241,10 @@ def multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
 
 
 # -- spectral functions (refimpl.ops.linalg_spectral*) ----------------------------------------
-from refimpl.ops.linalg_spectral import eigh, eigvalsh, svdvals  # noqa: E402
-from refimpl.ops.linalg_spectral import linalg_svd as svd  # noqa: E402
+from refimpl.ops.linalg_spectral import eigh, eigvalsh, svdvals
+from refimpl.ops.linalg_spectral import linalg_svd as svd
+from refimpl.ops.linalg_spectral_eig import eig, eigvals
+from refimpl.ops.linalg_spectral_solve import cond, lstsq, matrix_rank, pinv
 
-__all__ += ["eigh", "eigvalsh", "svd", "svdvals"]
+__all__ += ["cond", "eig", "eigh", "eigvals", "eigvalsh", "lstsq", "matrix_rank", "pinv", "svd",
+            "svdvals"]

@@ -21,7 +21,7 @@ MODULES = [
     "broadcast", "shape", "indexing", "gather_scatter", "scatter_reduce", "masked",
     "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop", "asserts",
     "nn_activation", "amp_ops",
-    "linalg_spectral",
+    "linalg_spectral", "linalg_spectral_solve", "linalg_spectral_eig",
 ]
 
 loaded: list = []
