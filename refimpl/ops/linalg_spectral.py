@@ -36,21 +36,23 @@ for _name, _fields in (("linalg_eigh", ("eigenvalues", "eigenvectors")),
 
 # -- shared checks and helpers -----------------------------------------------------------
 
-def check_matrix(name: str, A: Tensor, *, square: bool = False, kernel: str | None = None
+def check_matrix(name: str, A: Tensor, *, square: bool = False, floating: bool = True
                  ) -> None:
     """torch's input checks of ``linalg.<name>``: at least 2 dims, square when asked,
-    floating or complex; low precision rejected by ``kernel``'s dtype dispatch."""
+    floating or complex (unless ``floating`` is False: then only the kernel's dtype
+    dispatch rejects other dtypes, as for eigh); low precision rejected by the
+    ``linalg_<name>`` kernel's dtype dispatch."""
     if A.dim() < 2:
         raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
     if square and A._shape[-1] != A._shape[-2]:
         raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
                            f"{A._shape[-2]} by {A._shape[-1]} matrices")
-    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+    if floating and not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as "
                            f"input. Got {_tn(A)}")
-    if A.dtype.itemsize < 4 or A.dtype is D.complex32:
+    if A.dtype.name not in ("float32", "float64", "complex64", "complex128"):
         device = "cuda" if A.device.type == "cuda" else "cpu"
-        raise NotImplementedError(f'"{kernel or "linalg_" + name}_{device}" not implemented for '
+        raise NotImplementedError(f'"linalg_{name}_{device}" not implemented for '
                                   f"'{_tn(A)}'")
 
 
@@ -64,7 +66,8 @@ def needs_grad(A: Tensor) -> bool:
     ``_may_require_fw_or_bw_grad``: then the vectors are computed too."""
     from refimpl.autograd.grad_mode import is_grad_enabled
 
-    return bool((A.requires_grad and is_grad_enabled()) or getattr(A, "_fw_grads", None))
+    return bool((A.requires_grad and is_grad_enabled())
+                or getattr(A, "_fw_grads", None) is not None)
 
 
 def batch_prefix(arr: np.ndarray, index: int) -> str:
@@ -94,7 +97,7 @@ def _cuda():
 # -- eigh ----------------------------------------------------------------------------------
 
 def _check_eigh(A: Tensor, UPLO: str) -> None:
-    check_matrix("eigh", A, square=True)
+    check_matrix("eigh", A, square=True, floating=False)
     if UPLO not in ("L", "U", "l", "u"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
 
