@@ -291,6 +291,12 @@ def _inverse_or_inf(A: Tensor) -> Tensor:
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+def _vector_rhs(A: Tensor, B: Tensor) -> bool:
+    """Whether ``B`` holds vectors (one fewer dim than ``A``: a 1-D ``B``, or ``A``'s
+    shape without its last dim), as torch decides."""
+    return A.dim() - 1 == B.dim() and (B.dim() == 1 or B._shape == A._shape[:-1])
+
+
 def _lstsq_check(A: Tensor, B: Tensor, driver) -> tuple:
     """torch's checks; returns (vector right-hand side?, driver)."""
     if A.dim() < 2:
@@ -303,7 +309,7 @@ def _lstsq_check(A: Tensor, B: Tensor, driver) -> tuple:
     if not (A.dim() - B.dim() in (0, 1)):
         raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
                            "other.dim() and (input.dim() - other.dim()) <= 1")
-    vector = A.dim() - 1 == B.dim()
+    vector = _vector_rhs(A, B)
     if vector and A._shape[-2] != B._shape[-1]:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-1)")
     if not vector and A._shape[-2] != B._shape[-2]:
@@ -404,7 +410,7 @@ def _residual_rows(A: Tensor, X: Tensor, rhs: Tensor) -> Tensor:
 def _lstsq_backward(ctx, gX, gR=None, *_):
     A, B = ctx.args[0], ctx.args[1]
     X = ctx.outputs[0]
-    vector = A.dim() - 1 == B.dim()
+    vector = _vector_rhs(A, B)
     rhs = B.unsqueeze(-1) if vector else B
     sol = X.unsqueeze(-1) if vector else X
     need = ctx.needs_input_grad
@@ -433,7 +439,7 @@ def _lstsq_backward(ctx, gX, gR=None, *_):
 def _lstsq_jvp(ctx, dA, dB, *_):
     A, B = ctx.args[0], ctx.args[1]
     X, residuals = ctx.outputs[0], ctx.outputs[1]
-    vector = A.dim() - 1 == B.dim()
+    vector = _vector_rhs(A, B)
     P = pinv(A)
     rhs = B.unsqueeze(-1) if vector else B
     sol = X.unsqueeze(-1) if vector else X
