@@ -314,13 +314,13 @@ def _lstsq_check(A: Tensor, B: Tensor, driver) -> tuple:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-1)")
     if not vector and A._shape[-2] != B._shape[-2]:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
-    if driver is not None and driver not in _DRIVERS:
-        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy,"
-                           " gelsd, gelss)")
     cuda = A.device.type == "cuda"
     if cuda and driver not in (None, "gels"):
         raise RuntimeError("torch.linalg.lstsq: `driver` other than `gels` is not supported on "
                            "CUDA")
+    if driver is not None and driver not in _DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy,"
+                           " gelsd, gelss)")
     if A.dtype.name not in ("float32", "float64", "complex64", "complex128"):
         raise RuntimeError("This function doesn't handle types other than float and double")
     return vector, driver or ("gels" if cuda else "gelsy")
