@@ -13,6 +13,7 @@ import numpy as np
 from refimpl.autograd.gradcheck import (
     _NONDET_NOTE,
     GradcheckError,
+    _basis,
     _diff_inputs,
     _is_tensor,
     _mismatch,
@@ -39,8 +40,6 @@ def _directional(func, inputs, x, func_out, diff_out_idx, eps, scale) -> list:
 
 def complex_slow_check(func, inputs, func_out, outputs, eps, rtol, atol, nondet_tol) -> None:
     """Raise GradcheckError where autograd disagrees with finite differences."""
-    from refimpl.ops.factories import zeros
-
     diff = _diff_inputs(inputs)
     diff_out_idx = [j for j, o in enumerate(func_out) if _is_tensor(o) and o.requires_grad]
     along_re = [_directional(func, inputs, x, func_out, diff_out_idx, eps, 1.0) for x in diff]
@@ -53,8 +52,7 @@ def complex_slow_check(func, inputs, func_out, outputs, eps, rtol, atol, nondet_
             for _ in range(2):
                 rows = [np.zeros((x.numel(), o.numel()), dtype=np.complex128) for x in diff]
                 for j in range(o.numel()):
-                    g = zeros(o.shape, dtype=o.dtype, device=o.device)
-                    g._np.reshape(-1)[j] = seed
+                    g = _basis(o, j, seed)
                     for i, d in enumerate(_vjp(o, diff, g)):
                         if d is not None:
                             rows[i][:, j] = _np(d).reshape(-1)

@@ -13,6 +13,7 @@ import numpy as np
 from refimpl.autograd.gradcheck import (
     GradcheckError,
     _as_tuple,
+    _basis,
     _format,
     _is_float,
     _is_tensor,
@@ -37,9 +38,8 @@ def _forward_columns(func, inputs, which: int, k: int, direction, check_grad_dty
         pos = 0
         for x in inputs:
             if _is_tensor(x) and x.requires_grad:
-                tangent = zeros_like(x.detach())
-                if pos == which:
-                    tangent._np.reshape(-1)[k] = direction
+                tangent = (_basis(x, k, direction) if pos == which
+                           else zeros_like(x.detach()))
                 x = fwAD.make_dual(x.detach(), tangent)
                 pos += 1
             duals.append(x)

@@ -74,12 +74,13 @@ def _np(t) -> np.ndarray:
     return np.array(t.detach().cpu()._np, copy=True)
 
 
-def _basis(output, j: int):
-    """A tensor like ``output`` (its device too) that is 1 at flat index ``j``, else 0."""
+def _basis(output, j: int, value=1):
+    """A tensor like ``output`` (its device too) that is ``value`` at flat index ``j``,
+    else 0 (written on the host, then moved: a CUDA tensor has no host array)."""
     from refimpl.ops.factories import zeros
 
     host = zeros(output.shape, dtype=output.dtype)
-    host._np.reshape(-1)[j] = 1
+    host._np.reshape(-1)[j] = value
     return host if output.device.type == "cpu" else host.to(output.device)
 
 
