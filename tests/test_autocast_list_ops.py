@@ -70,6 +70,16 @@ CASES = {
                    lambda m, a, b: m.binary_cross_entropy_with_logits(a, b.sigmoid())),
     "grid_sampler": ([(1, 2, 4, 5), (1, 3, 3, 2)],
                      lambda m, a, b: m.grid_sampler(a, b.tanh(), 0, 0, False)),
+    "nearest_exact1d": ([(1, 2, 5)],
+                        lambda m, a: m._C._nn._upsample_nearest_exact1d(a, [8])),
+    "nearest_exact2d": ([(1, 2, 3, 4)],
+                        lambda m, a: m._C._nn._upsample_nearest_exact2d(a, [5, 7])),
+    "nearest_exact3d": ([(1, 1, 2, 3, 2)],
+                        lambda m, a: m._C._nn._upsample_nearest_exact3d(a, [3, 4, 5])),
+    "native_layer_norm": ([(2, 3, 4), (3, 4), (3, 4)],
+                          lambda m, a, w, b: sum(o.sum() * (i + 1) for i, o in enumerate(
+                              m.native_layer_norm(a, [3, 4], w, b, 1e-5)))),
+    "frobenius_norm": ([(3, 4, 2)], lambda m, a: m.frobenius_norm(a, [0, 2])),
     "nn_smooth_l1": ([(N, N), (N, N)], lambda m, a, b: m._C._nn.smooth_l1_loss(a, b)),
 }
 

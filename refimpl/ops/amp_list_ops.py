@@ -288,8 +288,8 @@ def _upsample(name: str, input: Tensor, n: int, output_size, scales, resample,
         raise NotImplementedError(f'"{name}" not implemented for \'{input.dtype._legacy}\'')
     x = input.float() if input.dtype.itemsize == 2 else input
     for i in range(n):
-        if resample == "nearest":
-            x = nn_sample._nearest(x, 2 + i, sizes[i], scales[i], False)
+        if resample in ("nearest", "nearest-exact"):
+            x = nn_sample._nearest(x, 2 + i, sizes[i], scales[i], resample == "nearest-exact")
         elif resample == "cubic":
             x = nn_sample._cubic(x, 2 + i, sizes[i], scales[i], bool(align_corners))
         else:
@@ -354,6 +354,59 @@ def upsample_bicubic2d(input: Tensor, output_size, align_corners: bool, scales_h
     scales = scales_h if isinstance(scales_h, (list, tuple)) else [scales_h, scales_w]
     return _upsample("upsample_bicubic2d", input, 2, output_size, scales, "cubic",
                      align_corners)
+
+
+@composite("_upsample_nearest_exact1d")
+def _upsample_nearest_exact1d(input: Tensor, output_size, scales=None) -> Tensor:
+    """Nearest-exact (pixel-centre) resampling of (N, C, L)."""
+    return _upsample("_upsample_nearest_exact1d", input, 1, output_size,
+                     scales if isinstance(scales, (list, tuple)) else [scales], "nearest-exact")
+
+
+@composite("_upsample_nearest_exact2d")
+def _upsample_nearest_exact2d(input: Tensor, output_size, scales_h=None,
+                              scales_w=None) -> Tensor:
+    """Nearest-exact resampling of (N, C, H, W)."""
+    scales = scales_h if isinstance(scales_h, (list, tuple)) else [scales_h, scales_w]
+    return _upsample("_upsample_nearest_exact2d", input, 2, output_size, scales,
+                     "nearest-exact")
+
+
+@composite("_upsample_nearest_exact3d")
+def _upsample_nearest_exact3d(input: Tensor, output_size, scales_d=None, scales_h=None,
+                              scales_w=None) -> Tensor:
+    """Nearest-exact resampling of (N, C, D, H, W)."""
+    scales = scales_d if isinstance(scales_d, (list, tuple)) else [scales_d, scales_h,
+                                                                   scales_w]
+    return _upsample("_upsample_nearest_exact3d", input, 3, output_size, scales,
+                     "nearest-exact")
+
+
+# -- layer norm's aten form and the deprecated Frobenius norm ------------------------------
+
+@composite("native_layer_norm")
+def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None,
+                      bias: Tensor | None, eps: float) -> tuple:
+    """``(layer_norm(input), mean, rstd)``; mean and rstd keep the normalised dims as 1 and
+    carry no gradient (torch's backward reads only the first output's)."""
+    dims = list(range(input.dim() - len(normalized_shape), input.dim()))
+    x = input.float() if input.dtype.itemsize == 2 else input
+    mean = x.mean(dims, keepdim=True)
+    rstd = ((x - mean) ** 2).mean(dims, keepdim=True).add(eps).rsqrt()
+    return (_F().layer_norm(input, normalized_shape, weight, bias, eps), mean.detach(),
+            rstd.detach())
+
+
+@composite("frobenius_norm.dim")
+def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """The 2-norm over ``dim`` (torch keeps it for TorchScript and warns)."""
+    from refimpl import linalg
+
+    warnings.warn("at::frobenius_norm is deprecated and it is just left for JIT compatibility. "
+                  "It will be removed in a future PyTorch release. Please use "
+                  "`linalg.vector_norm(A, 2., dim, keepdim)` instead", UserWarning,
+                  stacklevel=2)
+    return linalg.vector_norm(input, 2.0, dim, keepdim)
 
 
 # -- torch's top-level aliases of nn.functional ops (aten signatures) ---------------------
@@ -521,7 +574,9 @@ _nn = types.SimpleNamespace(
     upsample_nearest1d=upsample_nearest1d, upsample_nearest2d=upsample_nearest2d,
     upsample_nearest3d=upsample_nearest3d, upsample_linear1d=upsample_linear1d,
     upsample_bilinear2d=upsample_bilinear2d, upsample_trilinear3d=upsample_trilinear3d,
-    upsample_bicubic2d=upsample_bicubic2d)
+    upsample_bicubic2d=upsample_bicubic2d, _upsample_nearest_exact1d=_upsample_nearest_exact1d,
+    _upsample_nearest_exact2d=_upsample_nearest_exact2d,
+    _upsample_nearest_exact3d=_upsample_nearest_exact3d)
 _linalg = types.SimpleNamespace(linalg_vecdot=linalg_vecdot,
                                 linalg_multi_dot=linalg_multi_dot)
 
@@ -531,8 +586,9 @@ __all__ = [
     "_convolution", "addr", "bilinear", "binary_cross_entropy_with_logits", "cdist",
     "chain_matmul", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
     "conv_transpose2d", "conv_transpose3d", "convolution", "cosine_embedding_loss",
-    "cosine_similarity", "cudnn_convolution", "cudnn_convolution_transpose", "grid_sampler",
+    "cosine_similarity", "cudnn_convolution", "cudnn_convolution_transpose", "frobenius_norm",
+    "grid_sampler",
     "group_norm", "gru_cell", "hinge_embedding_loss", "kl_div", "layer_norm", "lstm_cell",
-    "margin_ranking_loss", "pdist", "poisson_nll_loss", "prelu", "renorm", "rms_norm",
+    "margin_ranking_loss", "native_layer_norm", "pdist", "poisson_nll_loss", "prelu", "renorm", "rms_norm",
     "rnn_relu_cell", "rnn_tanh_cell", "triplet_margin_loss",
 ]
