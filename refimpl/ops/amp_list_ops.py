@@ -458,6 +458,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
     return _F().layer_norm(input, normalized_shape, weight, bias, eps)
 
 
+@composite("rms_norm")
 def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:
     """``torch.rms_norm``."""
     return _F().rms_norm(input, normalized_shape, weight, eps)
