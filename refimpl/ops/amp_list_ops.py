@@ -581,7 +581,15 @@ _nn = types.SimpleNamespace(
 _linalg = types.SimpleNamespace(linalg_vecdot=linalg_vecdot,
                                 linalg_multi_dot=linalg_multi_dot)
 
-TENSOR_METHODS = ("addr", "addr_", "renorm", "renorm_")
+def __div__(self: Tensor, other) -> Tensor:
+    """``Tensor.__div__``: the operator name torch's tensors keep from Python 2; true
+    division, as ``/``."""
+    from refimpl.ops.division import div
+
+    return div(self, other)
+
+
+TENSOR_METHODS = ("addr", "addr_", "renorm", "renorm_", "__div__")
 
 __all__ = [
     "_convolution", "addr", "bilinear", "binary_cross_entropy_with_logits", "cdist",
