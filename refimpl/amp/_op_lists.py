@@ -42,7 +42,7 @@ cudnn_convolution_transpose
 # Ops whose range or accumulation needs float32.
 _CUDA_FP32 = """
 acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan
-pow.Tensor_Scalar pow pow.Scalar softplus layer_norm native_layer_norm rms_norm group_norm
+pow.Tensor_Scalar pow pow.Scalar softplus layer_norm native_layer_norm group_norm
 frobenius_norm.dim nuclear_norm nuclear_norm.dim cosine_similarity poisson_nll_loss
 cosine_embedding_loss nll_loss nll_loss2d hinge_embedding_loss kl_div l1_loss
 smooth_l1_loss huber_loss mse_loss margin_ranking_loss multilabel_margin_loss

@@ -460,7 +460,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
 
 @composite("rms_norm")
 def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:
-    """``torch.rms_norm``."""
+    """``torch.rms_norm``: one op, on no autocast list (it computes in float32 inside and
+    returns its input's dtype, as torch 2.11's CUDA autocast gives)."""
     return _F().rms_norm(input, normalized_shape, weight, eps)
 
 
