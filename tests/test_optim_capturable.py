@@ -38,7 +38,8 @@ FUSED = [("Adam", {"lr": 0.1, "fused": True}),
                    "maximize": True}),
          ("AdamW", {"lr": 0.1, "fused": True}),
          ("SGD", {"lr": 0.1, "fused": True, "momentum": 0.9, "nesterov": True,
-                  "weight_decay": 0.1})]
+                  "weight_decay": 0.1}),
+         ("Adagrad", {"lr": 0.1, "fused": True, "lr_decay": 0.01, "weight_decay": 0.1})]
 
 
 @pytest.mark.parametrize(("cls", "kwargs"), FUSED)
@@ -103,3 +104,14 @@ def test_non_fused_rejects_grad_scale():
     with warnings.catch_warnings(), pytest.raises(AssertionError,
                                                   match="Expected grad_scale and found_inf"):
         opt.step()
+
+
+def test_bool_addr_matches_torch():
+    rng = np.random.default_rng(3)
+    a, v1, v2 = rng.random((3, 4)) > 0.5, rng.random(3) > 0.5, rng.random(4) > 0.5
+    for beta, alpha in ((3, 2), (0, 2), (3, 0)):
+        ours = refimpl.addr(refimpl.tensor(a), refimpl.tensor(v1), refimpl.tensor(v2),
+                            beta=beta, alpha=alpha)
+        theirs = torch.addr(torch.tensor(a), torch.tensor(v1), torch.tensor(v2), beta=beta,
+                            alpha=alpha)
+        assert ours.tolist() == theirs.tolist()

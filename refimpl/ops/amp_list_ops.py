@@ -46,6 +46,15 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1,
     for name, v in (("vec1", vec1), ("vec2", vec2)):
         if v.dim() != 1:
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {v.dim()}-D")
+    from refimpl import _dtype as D
+
+    if input.dtype is D.bool_:
+        # boolean addr: (beta and input) or (alpha and outer(vec1, vec2))
+        product = vec1.unsqueeze(1).logical_and(vec2.unsqueeze(0))
+        result = product if alpha else product.logical_and(product.new_zeros(()))
+        result = result.logical_or(input) if beta else result.logical_or(input.logical_and(
+            input.new_zeros(())))
+        return result if out is None else out.resize_(result.shape).copy_(result)
     product = vec1.unsqueeze(1) * vec2.unsqueeze(0)
     if alpha != 1:
         product = product * alpha

@@ -7,7 +7,7 @@ corrections, step sizes and schedules are device tensors, never Python numbers t
 with ``.item()``, so a step launches kernels only and can be captured and replayed
 (each replay advances the counters on the device).
 
-``fused=True`` (Adam, AdamW, SGD): torch's fused kernels' semantics. They take the
+``fused=True`` (Adam, AdamW, SGD, Adagrad): torch's fused kernels' semantics. They take the
 step-supporting-AMP protocol of ``GradScaler``: when the optimizer carries
 ``grad_scale``/``found_inf`` tensors, each gradient is divided by ``grad_scale`` in place,
 and when ``found_inf`` is nonzero nothing changes (parameters, gradients, state and the
@@ -149,6 +149,25 @@ def sgd_fused_step(p: Tensor, state: dict, group: dict, grad_scale: Tensor | Non
         _write(buf, new_buf, keep)
         grad = grad.add(new_buf, alpha=momentum) if group["nesterov"] else new_buf
     _write(p, p - group["lr"] * grad, keep)
+
+
+def adagrad_fused_step(p: Tensor, state: dict, group: dict, grad_scale: Tensor | None,
+                       found_inf: Tensor | None) -> None:
+    """Adagrad's fused kernel on one parameter: unscale, skip on inf, the decayed rate
+    from the device counter, the squared-gradient sum."""
+    grad_scale, found_inf = _on(grad_scale, p), _on(found_inf, p)
+    keep = None if found_inf is None else found_inf.eq(0)
+    grad = _unscaled_grad(p, grad_scale, keep)
+    if group["maximize"]:
+        grad = -grad
+    if group["weight_decay"] != 0:
+        grad = grad.add(p, alpha=group["weight_decay"])
+    step_t = state["step"]
+    step_t += 1 if keep is None else keep.to(step_t.dtype)
+    clr = group["lr"] / (1 + (step_t.double() - 1) * group["lr_decay"])
+    state_sum = state["sum"].addcmul(grad, grad, value=1)
+    _write(p, p - clr * grad / state_sum.sqrt().add_(group["eps"]), keep)
+    _write(state["sum"], state_sum, keep)
 
 
 def adamax_capturable_update(p: Tensor, exp_avg: Tensor, exp_inf: Tensor, step_t: Tensor,
