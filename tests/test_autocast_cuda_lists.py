@@ -324,6 +324,71 @@ def _case(policy: str, dtype: str) -> str:
             f"        atol: {atol}\n")
 
 
+# nn.functional under CUDA autocast (the functions users call; each is one op of a list,
+# or of none): (label, the op's name in the lists or None, "fn, (args), {kwargs}")
+NN_FUNCTIONAL = [
+    ("conv2d", "conv2d", "F.conv2d, (F32(2, 3, n, n), F32(4, 3, 3, 3)), {}"),
+    ("conv_transpose2d", "conv_transpose2d.input",
+     "F.conv_transpose2d, (F32(2, 3, n, n), F32(3, 4, 3, 3)), {}"),
+    ("prelu", "prelu", "F.prelu, (F32(2, 3, 4), F32(3)), {}"),
+    ("linear", "linear", "F.linear, (a, b), {}"),
+    ("layer_norm", "layer_norm", "F.layer_norm, (LOW(2, 3, n, n), (n,)), {}"),
+    ("group_norm", "group_norm", "F.group_norm, (LOW(2, 3, n, n), 3), {}"),
+    ("mse_loss", "mse_loss", "F.mse_loss, (LOW(n, n), LOW(n, n)), {}"),
+    ("kl_div", "kl_div", "F.kl_div, (LOW(n, n), LOW(n, n).abs()), {'reduction': 'batchmean'}"),
+    ("binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits",
+     "F.binary_cross_entropy_with_logits, (LOW(n, n), LOW(n, n).sigmoid()), {}"),
+    ("cross_entropy", "nll_loss", "F.cross_entropy, (LOW(n, n), I(0, n, n)), {}"),
+    ("cosine_similarity", "cosine_similarity", "F.cosine_similarity, (LOW(n, n), LOW(n, n)), {}"),
+    ("pdist", "pdist", "F.pdist, (LOW(n, n),), {}"),
+    ("softplus", "softplus", "F.softplus, (LOW(n),), {}"),
+    ("softmax", "softmax", "F.softmax, (LOW(n, n),), {'dim': 1}"),
+    ("avg_pool3d", None, "F.avg_pool3d, (LOW(1, 2, 4, 4, 4), 2), {}"),
+    ("max_pool3d", None, "F.max_pool3d, (LOW(1, 2, 4, 4, 4), 2), {}"),
+    ("adaptive_avg_pool3d", None, "F.adaptive_avg_pool3d, (LOW(1, 2, 4, 4, 4), 2), {}"),
+    ("grid_sample", "grid_sampler",
+     "F.grid_sample, (LOW(2, 3, n, n), F32(2, 4, 4, 2).tanh()), {'align_corners': False}"),
+    ("bilinear", "bilinear", "F.bilinear, (LOW(1, 2), F32(1, 2), LOW(1, 2, 2), F32(1)), {}"),
+    ("scaled_dot_product_attention", "scaled_dot_product_attention",
+     ("F.scaled_dot_product_attention, (F32(1, 2, n, n), F32(1, 2, n, n), F32(1, 2, n, n)), "
+     "{}")),
+]
+
+
+def _nn_functional_expected(name: str | None, dtype: str) -> str:
+    policy = None if name is None else _op_lists.policy_of("cuda", name)
+    if policy in (None, "lower_precision_fp"):
+        return dtype
+    return "float32"  # fp32 lists, and promote (each sample mixes in a float32 input)
+
+
+def _nn_functional(dtype: str) -> str:
+    table = "table = [\n" + "".join(f'    ("{label}", {code}),\n'
+                                     for label, _, code in NN_FUNCTIONAL) + "]\n"
+    expected = [[label, _nn_functional_expected(name, dtype)] for label, name, _ in NN_FUNCTIONAL]
+    program = (_PRELUDE.format(dtype=dtype, conv="") + "import warnings\n" + table
+               + f"expected = {_flow(expected)}\n"
+               + _RUN.format(run_as="getattr(t, want)").replace(
+                   "ctrl = [fn(*cast(a, getattr(t, want)), **k) for _, fn, a, k in table]",
+                   "ctrl = [fn(*cast(a, getattr(t, want)), **k)\n"
+                   "            for (_, fn, a, k), (_, want) in zip(table, expected)]"))
+    body = "\n".join("      " + line if line else "" for line in program.splitlines())
+    return (f"  - id: autocast.lists.cuda.nn_functional.{dtype}\n"
+            f"    spec: [AUTOCAST-020, AUTOCAST-021, AUTOCAST-022, AUTOCAST-024]\n"
+            f"    source: research\n"
+            f"    devices: [cuda]\n"
+            f"    program: |\n{body}\n"
+            f"    expect:\n"
+            f"      - value: dtypes\n"
+            f"        equals: {_flow(expected)}\n"
+            f"      - value: differ\n"
+            f"        equals: []\n"
+            f"      - value: outs[3].float()\n"
+            f'        equals_np: "np_a @ np_b.T"\n'
+            f"        rtol: {ANCHORS['lower_precision_fp'][1][dtype][0]}\n"
+            f"        atol: {ANCHORS['lower_precision_fp'][1][dtype][1]}\n")
+
+
 def _banned(dtype: str) -> str:
     return (f"  - id: autocast.lists.cuda.banned.{dtype}\n"
             f"    spec: [AUTOCAST-026]\n"
@@ -379,6 +444,7 @@ def render() -> str:
              "    a: {randn: [8, 8]}\n    b: {randn: [8, 8]}\n\ncases:\n\n")
     parts = [_case(policy, dtype) for policy in SAMPLES for dtype in ("float16", "bfloat16")]
     parts += [_banned(dtype) for dtype in ("float16", "bfloat16")]
+    parts += [_nn_functional(dtype) for dtype in ("float16", "bfloat16")]
     return head + "\n".join(parts)
 
 
