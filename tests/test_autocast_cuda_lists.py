@@ -3,7 +3,8 @@
 ``python tests/test_autocast_cuda_lists.py`` writes
 ``conformance/cases/autocast/op_lists_cuda.yaml``: one case per CUDA list (lower precision,
 float32, float32 unless ``dtype=``, float32 with the dtype appended, promote, banned, and
-a few ops on no list) and per autocast dtype (float16, bfloat16). Each case calls every op of its list on sample
+a few ops on no list) and per autocast dtype (float16, bfloat16), and one of the
+nn.functional calls users make. Each case calls every op of its list on sample
 inputs (``SAMPLES``: the torch function that reaches the op, at the seed's size n = 8),
 checks the output dtypes the list implies (literal values from the table, so torch on the
 GPU is the oracle for the table itself), the values against the op run outside autocast on
@@ -117,13 +118,15 @@ SAMPLES: dict[str, list[tuple[str, str, str]]] = {
          "t.native_layer_norm, (LOW(n, n), (n,), None, None, 1e-5), {}"),
         ("group_norm", "group_norm", "t.group_norm, (LOW(n, n), 1), {}"),
         ("frobenius_norm.dim", "frobenius_norm.dim", "t.frobenius_norm, (LOW(n, n), [0, 1]), {}"),
-        ("cosine_similarity", "cosine_similarity", "t.cosine_similarity, (LOW(n, n), LOW(n, n)), {}"),
+        ("cosine_similarity", "cosine_similarity",
+         "t.cosine_similarity, (LOW(n, n), LOW(n, n)), {}"),
         ("poisson_nll_loss", "poisson_nll_loss",
          "t.poisson_nll_loss, (LOW(n, n), LOW(n, n), True, False, 1e-8, 1), {}"),
         ("cosine_embedding_loss", "cosine_embedding_loss",
          "t.cosine_embedding_loss, (LOW(1, 3), LOW(1, 3), I(1, 2, 1)), {}"),
         ("nll_loss", "nll_loss", "F.nll_loss, (LOW(n, n), I(0, n, n)), {}"),
-        ("nll_loss2d", "nll_loss2d", "t._C._nn.nll_loss2d, (LOW(n, n, n, n), I(0, n, n, n, n)), {}"),
+        ("nll_loss2d", "nll_loss2d",
+         "t._C._nn.nll_loss2d, (LOW(n, n, n, n), I(0, n, n, n, n)), {}"),
         ("hinge_embedding_loss", "hinge_embedding_loss",
          "t.hinge_embedding_loss, (LOW(n, n), I(1, 2, n)), {}"),
         ("kl_div", "kl_div", "t.kl_div, (LOW(n, n), LOW(n, n).abs()), {}"),

@@ -6,29 +6,22 @@ autocast policy under the name the lists give it (``refimpl._autocast.composite`
 
 - torch's top-level functions: ``addr`` (and ``Tensor.addr``/``addr_``), ``renorm``
   (and ``Tensor.renorm``/``renorm_``), ``chain_matmul``, ``conv_tbc``, the RNN cells
-  (``rnn_tanh_cell``, ``rnn_relu_cell``, ``lstm_cell``, ``gru_cell``), ``cdist``, and
-  the top-level aliases of nn.functional ops torch exposes with its aten signatures
-  (``prelu``, ``convolution``, ``_convolution``, ``cudnn_convolution(_transpose)``,
-  ``conv*d``, ``layer_norm``, ``rms_norm``, ``group_norm``, the losses with an integer
-  ``reduction``, ``bilinear``, ``grid_sampler``, ``pdist``, ``cosine_similarity``);
-- ``upsample_*`` by name, as ``torch._C._nn`` spells them (``_nn`` below);
+  (``rnn_tanh_cell``, ``rnn_relu_cell``, ``lstm_cell``, ``gru_cell``), ``cdist``,
+  ``convolution``, ``_convolution``, ``cudnn_convolution(_transpose)``,
+  ``native_layer_norm``, ``frobenius_norm``, ``Tensor.__div__``;
+- ``upsample_*`` by name, as ``torch._C._nn`` spells them;
 - ``linalg_vecdot`` and ``linalg_multi_dot``, as ``torch._C._linalg`` spells them.
+
+``amp_list_aliases`` holds torch's top-level aliases of nn.functional ops and the
+``torch._C._nn`` / ``torch._C._linalg`` namespaces.
 """
 
 from __future__ import annotations
 
-import types
 import warnings
 
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
-
-# torch's integer reduction enum; its Python bindings default to 0 ("none")
-_REDUCTIONS = ("none", "mean", "sum")
-
-
-def _reduction(value) -> str:
-    return value if isinstance(value, str) else _REDUCTIONS[value]
 
 
 def _F():
@@ -418,179 +411,6 @@ def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     return linalg.vector_norm(input, 2.0, dim, keepdim)
 
 
-# -- torch's top-level aliases of nn.functional ops (aten signatures) ---------------------
-
-def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """``torch.prelu``."""
-    return _F().prelu(input, weight)
-
-
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """``torch.conv1d``."""
-    return _F().conv1d(input, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """``torch.conv2d``."""
-    return _F().conv2d(input, weight, bias, stride, padding, dilation, groups)
-
-
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """``torch.conv3d``."""
-    return _F().conv3d(input, weight, bias, stride, padding, dilation, groups)
-
-
-def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                     groups=1, dilation=1) -> Tensor:
-    """``torch.conv_transpose1d``."""
-    return _F().conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups,
-                                 dilation)
-
-
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                     groups=1, dilation=1) -> Tensor:
-    """``torch.conv_transpose2d``."""
-    return _F().conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
-                                 dilation)
-
-
-def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                     groups=1, dilation=1) -> Tensor:
-    """``torch.conv_transpose3d``."""
-    return _F().conv_transpose3d(input, weight, bias, stride, padding, output_padding, groups,
-                                 dilation)
-
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
-               cudnn_enable=True) -> Tensor:
-    """``torch.layer_norm``."""
-    return _F().layer_norm(input, normalized_shape, weight, bias, eps)
-
-
-@composite("rms_norm")
-def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:
-    """``torch.rms_norm``: one op, on no autocast list (it computes in float32 inside and
-    returns its input's dtype, as torch 2.11's CUDA autocast gives)."""
-    return _F().rms_norm(input, normalized_shape, weight, eps)
-
-
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5,
-               cudnn_enabled=True) -> Tensor:
-    """``torch.group_norm``."""
-    return _F().group_norm(input, num_groups, weight, bias, eps)
-
-
-def cosine_similarity(x1, x2, dim=1, eps=1e-8) -> Tensor:
-    """``torch.cosine_similarity``."""
-    return _F().cosine_similarity(x1, x2, dim, eps)
-
-
-def pdist(input, p=2) -> Tensor:
-    """``torch.pdist``."""
-    return _F().pdist(input, p)
-
-
-def bilinear(input1, input2, weight, bias=None) -> Tensor:
-    """``torch.bilinear``."""
-    return _F().bilinear(input1, input2, weight, bias)
-
-
-def grid_sampler(input, grid, interpolation_mode: int, padding_mode: int,
-                 align_corners: bool) -> Tensor:
-    """``torch.grid_sampler``: ``grid_sample`` with torch's integer modes."""
-    mode = ("bilinear", "nearest", "bicubic")[interpolation_mode]
-    padding = ("zeros", "border", "reflection")[padding_mode]
-    return _F().grid_sample(input, grid, mode, padding, align_corners)
-
-
-def poisson_nll_loss(input, target, log_input, full, eps, reduction) -> Tensor:
-    """``torch.poisson_nll_loss``."""
-    return _F().poisson_nll_loss(input, target, log_input=log_input, full=full, eps=eps,
-                                 reduction=_reduction(reduction))
-
-
-def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0) -> Tensor:
-    """``torch.cosine_embedding_loss``."""
-    return _F().cosine_embedding_loss(input1, input2, target, margin=margin,
-                                      reduction=_reduction(reduction))
-
-
-def hinge_embedding_loss(input, target, margin=1.0, reduction=0) -> Tensor:
-    """``torch.hinge_embedding_loss``."""
-    return _F().hinge_embedding_loss(input, target, margin=margin,
-                                     reduction=_reduction(reduction))
-
-
-def kl_div(input, target, reduction=0, *, log_target=False) -> Tensor:
-    """``torch.kl_div``."""
-    return _F().kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
-
-
-def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0) -> Tensor:
-    """``torch.margin_ranking_loss``."""
-    return _F().margin_ranking_loss(input1, input2, target, margin=margin,
-                                    reduction=_reduction(reduction))
-
-
-def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
-                        reduction=0) -> Tensor:
-    """``torch.triplet_margin_loss``."""
-    return _F().triplet_margin_loss(anchor, positive, negative, margin=margin, p=p, eps=eps,
-                                    swap=swap, reduction=_reduction(reduction))
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,
-                                     reduction=0) -> Tensor:
-    """``torch.binary_cross_entropy_with_logits``."""
-    return _F().binary_cross_entropy_with_logits(input, target, weight,
-                                                 reduction=_reduction(reduction),
-                                                 pos_weight=pos_weight)
-
-
-# -- torch._C._nn and torch._C._linalg (the names the autocast lists call) ------------------
-
-def _loss(name: str):
-    def call(input, target, reduction=0, **kwargs):
-        return getattr(_F(), name)(input, target, reduction=_reduction(reduction), **kwargs)
-
-    call.__name__ = name
-    call.__doc__ = f"``torch._C._nn.{name}``: ``F.{name}`` with an integer reduction."
-    return call
-
-
-def _nn_nll_loss(input, target, weight=None, reduction=0, ignore_index=-100) -> Tensor:
-    return _F().nll_loss(input, target, weight, ignore_index=ignore_index,
-                         reduction=_reduction(reduction))
-
-
-def _nn_multi_margin_loss(input, target, p=1, margin=1.0, weight=None, reduction=0) -> Tensor:
-    return _F().multi_margin_loss(input, target, p=p, margin=margin, weight=weight,
-                                  reduction=_reduction(reduction))
-
-
-def _nn_binary_cross_entropy(input, target, weight=None, reduction=0) -> Tensor:
-    return _F().binary_cross_entropy(input, target, weight, reduction=_reduction(reduction))
-
-
-_nn = types.SimpleNamespace(
-    linear=lambda input, weight, bias=None: _F().linear(input, weight, bias),
-    softplus=lambda input, beta=1, threshold=20: _F().softplus(input, beta, threshold),
-    nll_loss=_nn_nll_loss, nll_loss2d=_nn_nll_loss,
-    l1_loss=_loss("l1_loss"), mse_loss=_loss("mse_loss"),
-    smooth_l1_loss=lambda input, target, reduction=0, beta=1.0: _F().smooth_l1_loss(
-        input, target, reduction=_reduction(reduction), beta=beta),
-    multilabel_margin_loss=_loss("multilabel_margin_loss"),
-    soft_margin_loss=_loss("soft_margin_loss"), multi_margin_loss=_nn_multi_margin_loss,
-    binary_cross_entropy=_nn_binary_cross_entropy,
-    upsample_nearest1d=upsample_nearest1d, upsample_nearest2d=upsample_nearest2d,
-    upsample_nearest3d=upsample_nearest3d, upsample_linear1d=upsample_linear1d,
-    upsample_bilinear2d=upsample_bilinear2d, upsample_trilinear3d=upsample_trilinear3d,
-    upsample_bicubic2d=upsample_bicubic2d, _upsample_nearest_exact1d=_upsample_nearest_exact1d,
-    _upsample_nearest_exact2d=_upsample_nearest_exact2d,
-    _upsample_nearest_exact3d=_upsample_nearest_exact3d)
-_linalg = types.SimpleNamespace(linalg_vecdot=linalg_vecdot,
-                                linalg_multi_dot=linalg_multi_dot)
-
 def __div__(self: Tensor, other) -> Tensor:
     """``Tensor.__div__``: the operator name torch's tensors keep from Python 2; true
     division, as ``/``."""
@@ -602,12 +422,7 @@ def __div__(self: Tensor, other) -> Tensor:
 TENSOR_METHODS = ("addr", "addr_", "renorm", "renorm_", "__div__")
 
 __all__ = [
-    "_convolution", "addr", "bilinear", "binary_cross_entropy_with_logits", "cdist",
-    "chain_matmul", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
-    "conv_transpose2d", "conv_transpose3d", "convolution", "cosine_embedding_loss",
-    "cosine_similarity", "cudnn_convolution", "cudnn_convolution_transpose", "frobenius_norm",
-    "grid_sampler",
-    "group_norm", "gru_cell", "hinge_embedding_loss", "kl_div", "layer_norm", "lstm_cell",
-    "margin_ranking_loss", "native_layer_norm", "pdist", "poisson_nll_loss", "prelu", "renorm", "rms_norm",
-    "rnn_relu_cell", "rnn_tanh_cell", "triplet_margin_loss",
+    "_convolution", "addr", "cdist", "chain_matmul", "conv_tbc", "convolution",
+    "cudnn_convolution", "cudnn_convolution_transpose", "frobenius_norm", "gru_cell",
+    "lstm_cell", "native_layer_norm", "renorm", "rnn_relu_cell", "rnn_tanh_cell",
 ]

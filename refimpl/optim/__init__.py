@@ -13,5 +13,6 @@ from refimpl.optim.optimizer import Optimizer
 from refimpl.optim.rmsprop import RMSprop
 from refimpl.optim.sgd import SGD
 
-__all__ = ["ASGD", "SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam",
+__all__ = ["ASGD", "SGD",
+           "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam",
            "RMSprop", "Rprop", "lr_scheduler"]
