@@ -189,3 +189,6 @@ def _get_obj_in_tls(key: str):
 
 
 __all__ += ["_get_obj_in_tls", "_is_key_in_tls", "_stash_obj_in_tls"]
+
+# torch._C._nn and torch._C._linalg: the aten-named functions the autocast lists call
+from refimpl.ops.amp_list_aliases import _linalg, _nn  # noqa: F401

@@ -215,7 +215,8 @@ def apply_policy(name: str, run, args: tuple, kwargs: dict, whole: bool = False)
     ``run`` must not re-enter the autocast check for the same call (the dispatcher passes
     the layers below autocast; a composite passes its own body). ``whole``: ``run`` is a
     composite written in refimpl ops for what is one op in torch, whose inner ops are not
-    autocast even when the op itself is on no list."""
+    autocast even when the op itself is on no list (unless torch decomposes that op on
+    this device, ``_op_lists.DECOMPOSED``)."""
     from refimpl import _dtype as D
 
     if kwargs.get("out") is not None:
@@ -225,7 +226,7 @@ def apply_policy(name: str, run, args: tuple, kwargs: dict, whole: bool = False)
     device_type = _device_type(tensors)
     policy = None if device_type is None else _op_lists.policy_of(device_type, name)
     if policy is None:  # not listed for this device: falls through (inner ops may cast)
-        if whole:
+        if whole and name not in _op_lists.DECOMPOSED.get(device_type, ()):
             with excluded():
                 return run(*args, **kwargs)
         return run(*args, **kwargs)

@@ -117,6 +117,11 @@ POLICIES: dict[str, dict[str, frozenset]] = {
     "promote": {"cuda": frozenset(_CUDA_PROMOTE.split()), "cpu": frozenset(_CPU_PROMOTE.split())},
 }
 
+# device type -> ops on none of its lists that torch decomposes there (CompositeImplicit,
+# no autocast kernel), so autocast sees the ops they are made of: cross_entropy is
+# log_softmax (float32) and nll_loss (float32) under CUDA autocast
+DECOMPOSED: dict[str, frozenset] = {"cuda": frozenset({"cross_entropy_loss"}), "cpu": frozenset()}
+
 # device type -> op name -> the RuntimeError message raised instead of running the op
 BANNED: dict[str, dict[str, str]] = {"cuda": {"binary_cross_entropy": BCE_BANNED}, "cpu": {}}
 

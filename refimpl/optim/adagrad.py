@@ -4,8 +4,15 @@ state (``step``, ``sum``) is made for every parameter at construction, as torch 
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
+from refimpl.optim import _capturable
 from refimpl.optim.adam import new_step
-from refimpl.optim.optimizer import Optimizer, check_fused, grad_of, params_with_grad
+from refimpl.optim.optimizer import (
+    Optimizer,
+    check_fused,
+    device_dtype_check_for_fused,
+    grad_of,
+    params_with_grad,
+)
 
 
 class Adagrad(Optimizer):
@@ -61,6 +68,9 @@ class Adagrad(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            if group["fused"]:
+                self._fused_step(group)
+                continue
             lr, lr_decay = float(group["lr"]), group["lr_decay"]
             eps, weight_decay = group["eps"], group["weight_decay"]
             for p in params_with_grad(group):
@@ -77,3 +87,10 @@ class Adagrad(Optimizer):
                 std = state_sum.sqrt().add_(eps)
                 p.addcdiv_(grad, std, value=-clr)
         return loss
+
+    def _fused_step(self, group: dict) -> None:
+        """The fused update of one group, reading GradScaler's grad_scale/found_inf."""
+        grad_scale, found_inf = _capturable.amp_tensors(self)
+        for p in params_with_grad(group):
+            device_dtype_check_for_fused(p)
+            _capturable.adagrad_fused_step(p, self.state[p], group, grad_scale, found_inf)

@@ -5,6 +5,7 @@ torch's other implementations of the same arithmetic: accepted, same results."""
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
+from refimpl.optim import _capturable
 from refimpl.optim.optimizer import (
     Optimizer,
     check_fused,
@@ -95,7 +96,11 @@ class Adam(Optimizer):
 
             with enable_grad():
                 loss = closure()
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
+            if group["capturable"] or group["fused"]:
+                self._tensor_step(group)
+                continue
             lr = float(group["lr"])
             beta1, beta2 = group["betas"]
             eps, weight_decay = group["eps"], group["weight_decay"]
@@ -125,6 +130,19 @@ class Adam(Optimizer):
                     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-step_size)
         return loss
+
+    def _tensor_step(self, group: dict) -> None:
+        """The capturable/fused update of one group (``refimpl.optim._capturable``)."""
+        if group["fused"]:
+            grad_scale, found_inf = _capturable.amp_tensors(self)
+        else:
+            _capturable.reject_amp_tensors(self)
+            grad_scale = found_inf = None
+        for p in params_with_grad(group):
+            if group["fused"]:
+                device_dtype_check_for_fused(p)
+            _capturable.adam_tensor_step(p, self._state_of(p, group), group, grad_scale,
+                                         found_inf)
 
 
 class AdamW(Adam):

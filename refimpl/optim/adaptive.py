@@ -4,6 +4,7 @@ updates and state, with its argument checks. ``foreach`` is accepted (same arith
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
+from refimpl.optim import _capturable
 from refimpl.optim.adam import new_step, scalar_dtype
 from refimpl.optim.optimizer import Optimizer, grad_of, params_with_grad
 
@@ -64,6 +65,7 @@ class Adadelta(Optimizer):
     def step(self, closure=None):
         """One Adadelta step over every group; returns the closure's loss if given."""
         loss = _closure_loss(closure)
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
             for p in params_with_grad(group):
@@ -72,6 +74,8 @@ class Adadelta(Optimizer):
                     state["step"] = new_step(p, bool(group["capturable"]))
                     state["square_avg"] = _zeros_like(p)
                     state["acc_delta"] = _zeros_like(p)
+                if group["capturable"]:
+                    _capturable.check_devices(p, state["step"])
                 state["step"] += 1
                 grad = grad_of(p, group["maximize"])
                 if group["weight_decay"] != 0:
@@ -102,6 +106,7 @@ class Adamax(Optimizer):
     def step(self, closure=None):
         """One Adamax step over every group; returns the closure's loss if given."""
         loss = _closure_loss(closure)
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             for p in params_with_grad(group):
@@ -118,6 +123,10 @@ class Adamax(Optimizer):
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
                 exp_avg.lerp_(grad, 1 - beta1)
                 exp_inf.copy_(exp_inf.mul_(beta2).maximum(grad.abs().add_(eps)))
+                if group["capturable"]:
+                    _capturable.adamax_capturable_update(p, exp_avg, exp_inf, step_t, beta1,
+                                                         group["lr"])
+                    continue
                 clr = lr / (1 - beta1 ** step_t.item())
                 p.addcdiv_(exp_avg, exp_inf, value=-clr)
         return loss
@@ -146,6 +155,7 @@ class NAdam(Optimizer):
         from refimpl.ops.factories import tensor
 
         loss = _closure_loss(closure)
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             wd, decay = group["weight_decay"], group["momentum_decay"]
@@ -153,12 +163,19 @@ class NAdam(Optimizer):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = new_step(p, bool(group["capturable"]))
-                    state["mu_product"] = tensor(1.0, dtype=scalar_dtype())
+                    state["mu_product"] = tensor(
+                        1.0, dtype=scalar_dtype(),
+                        device=p.device if group["capturable"] else None)
                     state["exp_avg"] = _zeros_like(p)
                     state["exp_avg_sq"] = _zeros_like(p)
                 grad = grad_of(p, group["maximize"])
                 step_t, mu_product = state["step"], state["mu_product"]
                 step_t += 1
+                if group["capturable"]:
+                    if wd != 0 and not group["decoupled_weight_decay"]:
+                        grad = grad.add(p, alpha=wd)
+                    _capturable.nadam_capturable_update(p, grad, state, group)
+                    continue
                 step = step_t.item()
                 bias_correction2 = 1 - beta2 ** step
                 if wd != 0:
@@ -180,6 +197,17 @@ class NAdam(Optimizer):
         return loss
 
 
+def _radam_decay(p: Tensor, grad: Tensor, group: dict) -> Tensor:
+    """RAdam's weight decay: decoupled (on the parameter) or L2 (into the gradient)."""
+    wd = group["weight_decay"]
+    if wd == 0:
+        return grad
+    if group["decoupled_weight_decay"]:
+        p.mul_(1 - group["lr"] * wd)
+        return grad
+    return grad.add(p, alpha=wd)
+
+
 class RAdam(Optimizer):
     """Rectified Adam: plain momentum SGD until the variance estimate is tractable."""
 
@@ -197,6 +225,7 @@ class RAdam(Optimizer):
     def step(self, closure=None):
         """One RAdam step over every group; returns the closure's loss if given."""
         loss = _closure_loss(closure)
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             wd = group["weight_decay"]
@@ -209,6 +238,13 @@ class RAdam(Optimizer):
                 grad = grad_of(p, group["maximize"])
                 step_t = state["step"]
                 step_t += 1
+                if group["capturable"]:
+                    grad = _radam_decay(p, grad, group)
+                    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                    exp_avg.lerp_(grad, 1 - beta1)
+                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                    _capturable.radam_capturable_update(p, exp_avg, exp_avg_sq, step_t, group)
+                    continue
                 step = step_t.item()
                 if wd != 0:
                     if group["decoupled_weight_decay"]:
@@ -253,6 +289,7 @@ class Rprop(Optimizer):
         from refimpl.ops.factories import full_like
 
         loss = _closure_loss(closure)
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             etaminus, etaplus = group["etas"]
             size_min, size_max = group["step_sizes"]
@@ -262,6 +299,8 @@ class Rprop(Optimizer):
                     state["step"] = new_step(p, bool(group["capturable"]))
                     state["prev"] = _zeros_like(p)
                     state["step_size"] = full_like(p.grad, float(group["lr"]))
+                if group["capturable"]:
+                    _capturable.check_devices(p, state["step"])
                 state["step"] += 1
                 grad = grad_of(p, group["maximize"])
                 prev, step_size = state["prev"], state["step_size"]

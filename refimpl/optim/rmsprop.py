@@ -4,6 +4,7 @@ decay, maximize)."""
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
+from refimpl.optim import _capturable
 from refimpl.optim.adam import new_step
 from refimpl.optim.optimizer import Optimizer, grad_of, params_with_grad
 
@@ -52,6 +53,7 @@ class RMSprop(Optimizer):
 
             with enable_grad():
                 loss = closure()
+        _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             lr, alpha, eps = float(group["lr"]), group["alpha"], group["eps"]
             momentum, weight_decay = group["momentum"], group["weight_decay"]
@@ -65,6 +67,8 @@ class RMSprop(Optimizer):
                     if group["centered"]:
                         state["grad_avg"] = zeros_like(p)
                 grad = grad_of(p, group["maximize"])
+                if group["capturable"]:
+                    _capturable.check_devices(p, state["step"])
                 state["step"] += 1
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)

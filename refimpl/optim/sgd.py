@@ -7,6 +7,7 @@ implementations of the same arithmetic, so refimpl accepts them and computes the
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
+from refimpl.optim import _capturable
 from refimpl.optim.optimizer import (
     Optimizer,
     check_fused,
@@ -59,6 +60,9 @@ class SGD(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            if group["fused"]:
+                self._fused_step(group)
+                continue
             lr = float(group["lr"])
             momentum, dampening = group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
@@ -80,3 +84,12 @@ class SGD(Optimizer):
                     grad = grad.add(buf, alpha=momentum) if nesterov else buf
                 p.add_(grad, alpha=-lr)
         return loss
+
+    def _fused_step(self, group: dict) -> None:
+        """The fused update of one group, reading GradScaler's grad_scale/found_inf."""
+        grad_scale, found_inf = _capturable.amp_tensors(self)
+        for p in params_with_grad(group):
+            if getattr(self, "_need_device_dtype_check_for_fused", True):
+                device_dtype_check_for_fused(p)
+                self._need_device_dtype_check_for_fused = False
+            _capturable.sgd_fused_step(p, self.state[p], group, grad_scale, found_inf)
