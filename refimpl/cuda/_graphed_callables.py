@@ -111,6 +111,11 @@ def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: i
     import refimpl as t
     from refimpl.cuda.graphs import CUDAGraph, graph, graph_pool_handle
 
+    if t.is_autocast_enabled("cuda") and t.is_autocast_cache_enabled():
+        # cached weight casts made during capture would live in the graph's pool and be
+        # reused by later eager code after the graph's memory is replayed over
+        raise RuntimeError("make_graphed_callables does not support the autocast caching. "
+                           "Please set `cache_enabled=False`.")
     single = not isinstance(callables, tuple)
     if single:
         callables, sample_args = (callables,), (sample_args,)
