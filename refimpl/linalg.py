@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops.linalg_functions import det as _det
 from refimpl.ops.linalg_functions import inverse, linalg_cross
@@ -138,6 +139,7 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
     return A.diagonal(offset, dim1, dim2)
 
 
+@composite("linalg_vecdot")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out: Tensor | None = None) -> Tensor:
     """``sum(conj(x) * y)`` along ``dim`` (broadcasting)."""
     if x.dtype is not y.dtype:
@@ -195,6 +197,7 @@ def _chain_order(dims: list[int]) -> list[list[int]]:
     return split
 
 
+@composite("linalg_multi_dot")
 def multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
     """The product of a chain of matrices in the cheapest order; the first may be a row
     vector and the last a column vector (1-D), as in torch."""

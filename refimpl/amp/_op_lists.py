@@ -119,8 +119,10 @@ POLICIES: dict[str, dict[str, frozenset]] = {
 
 # device type -> ops on none of its lists that torch decomposes there (CompositeImplicit,
 # no autocast kernel), so autocast sees the ops they are made of: cross_entropy is
-# log_softmax (float32) and nll_loss (float32) under CUDA autocast
-DECOMPOSED: dict[str, frozenset] = {"cuda": frozenset({"cross_entropy_loss"}), "cpu": frozenset()}
+# log_softmax (float32) and nll_loss (float32) under CUDA autocast; multi_dot is mm's
+# (lower precision) under CPU autocast
+DECOMPOSED: dict[str, frozenset] = {"cuda": frozenset({"cross_entropy_loss"}),
+                                    "cpu": frozenset({"linalg_multi_dot"})}
 
 # device type -> op name -> the RuntimeError message raised instead of running the op
 BANNED: dict[str, dict[str, str]] = {"cuda": {"binary_cross_entropy": BCE_BANNED}, "cpu": {}}

@@ -87,17 +87,17 @@ def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     return result
 
 
-@composite("linalg_vecdot")
 def linalg_vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out: Tensor | None = None) -> Tensor:
-    """``torch._C._linalg.linalg_vecdot``: ``linalg.vecdot`` under its aten name."""
+    """``torch._C._linalg.linalg_vecdot``: ``linalg.vecdot`` (which carries the aten name's
+    autocast policy) under its aten name."""
     from refimpl import linalg
 
     return linalg.vecdot(x, y, dim=dim, out=out)
 
 
-@composite("linalg_multi_dot")
 def linalg_multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
-    """``torch._C._linalg.linalg_multi_dot``: ``linalg.multi_dot`` under its aten name."""
+    """``torch._C._linalg.linalg_multi_dot``: ``linalg.multi_dot`` (which carries the aten
+    name's autocast policy) under its aten name."""
     from refimpl import linalg
 
     return linalg.multi_dot(tensors, out=out)
@@ -288,15 +288,8 @@ def _upsample(name: str, input: Tensor, n: int, output_size, scales, resample,
                            f"{len(sizes)}")
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f'"{name}" not implemented for \'{input.dtype._legacy}\'')
-    x = input.float() if input.dtype.itemsize == 2 else input
-    for i in range(n):
-        if resample in ("nearest", "nearest-exact"):
-            x = nn_sample._nearest(x, 2 + i, sizes[i], scales[i], resample == "nearest-exact")
-        elif resample == "cubic":
-            x = nn_sample._cubic(x, 2 + i, sizes[i], scales[i], bool(align_corners))
-        else:
-            x = nn_sample._linear(x, 2 + i, sizes[i], scales[i], bool(align_corners))
-    return x.to(input.dtype)
+    mode = "bicubic" if resample == "cubic" else resample
+    return nn_sample._resample(input, mode, sizes, scales, bool(align_corners))
 
 
 @composite("upsample_nearest1d")

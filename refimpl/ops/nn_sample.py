@@ -144,17 +144,38 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         kind = "nearest" if mode.startswith("nearest") else mode
         raise NotImplementedError(f'"upsample_{kind}{n}d" not implemented for '
                                   f"'{input.dtype._legacy}'")
+    return _RESAMPLE[_aten_name(mode, n)](input, mode, sizes, scales, bool(align_corners))
+
+
+def _aten_name(mode: str, n: int) -> str:
+    """The aten op torch's interpolate calls for ``mode`` on ``n`` spatial dims."""
+    if mode == "nearest-exact":
+        return f"_upsample_nearest_exact{n}d"
+    return {"bicubic": "upsample_bicubic2d", "linear": "upsample_linear1d",
+            "bilinear": "upsample_bilinear2d", "trilinear": "upsample_trilinear3d"}.get(
+                mode, f"upsample_nearest{n}d")
+
+
+def _resample(input: Tensor, mode: str, sizes, scales, align: bool) -> Tensor:
+    """Resample the spatial dims one at a time (separable kernels)."""
     # float16/bfloat16 resample in float32 and round once, as torch's kernels
     x = input.float() if input.dtype in _REDUCED else input
-    for i in range(n):
+    for i, (size, scale) in enumerate(zip(sizes, scales)):
         dim = 2 + i
         if mode == "bicubic":
-            x = _cubic(x, dim, sizes[i], scales[i], bool(align_corners))
+            x = _cubic(x, dim, size, scale, align)
         elif mode in _LINEAR:
-            x = _linear(x, dim, sizes[i], scales[i], bool(align_corners))
+            x = _linear(x, dim, size, scale, align)
         else:
-            x = _nearest(x, dim, sizes[i], scales[i], mode == "nearest-exact")
+            x = _nearest(x, dim, size, scale, mode == "nearest-exact")
     return x.to(input.dtype)
+
+
+# one composite per aten upsample op, so each takes its own autocast policy and profiler name
+_RESAMPLE = {name: composite(name)(_resample) for name in (
+    *(f"upsample_nearest{n}d" for n in (1, 2, 3)),
+    *(f"_upsample_nearest_exact{n}d" for n in (1, 2, 3)),
+    "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d")}
 
 
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
