@@ -1,4 +1,5 @@
-"""Discrete Fourier transforms on cuFFT: plans, the per-device plan cache, execution.
+"""Discrete Fourier transforms on cuFFT: plans, the per-device plan cache, execution
+(spec TENSOR-FFT-006).
 
 cuFFT is reached through ``nvmath.bindings.cufft`` (``nvmath-python``, as cuBLAS is in
 ``_blas.py``): one call per C function, integers for plans and device addresses. It is

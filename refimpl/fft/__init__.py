@@ -1,4 +1,5 @@
-"""``refimpl.fft``: torch.fft's discrete Fourier transforms (spec TENSOR-FFT).
+"""``refimpl.fft``: torch.fft's discrete Fourier transforms
+(spec TENSOR-FFT-001 to TENSOR-FFT-003).
 
 Every transform is a composite of the three primitives in ``refimpl/ops/fft.py``
 (``_fft_c2c``, ``_fft_r2c``, ``_fft_c2r``), arranged as torch arranges them, so results,

@@ -1,4 +1,5 @@
-"""The three discrete Fourier transform primitives behind ``refimpl.fft`` (spec TENSOR-FFT).
+"""The three discrete Fourier transform primitives behind ``refimpl.fft``
+(spec TENSOR-FFT-001 to TENSOR-FFT-003).
 
 Every public transform of ``refimpl.fft`` (and ``stft``/``istft``) is a composite of
 these, as in torch, so the graph nodes are torch's (``FftC2CBackward0``,

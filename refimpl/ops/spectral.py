@@ -1,4 +1,5 @@
-"""The short-time Fourier transform and its inverse: ``stft``, ``istft`` (spec TENSOR-FFT).
+"""The short-time Fourier transform and its inverse: ``stft``, ``istft``
+(spec TENSOR-FFT-004).
 
 Both are composites, as in torch: ``stft`` cuts the (optionally reflect-padded) signal
 into overlapping frames (``unfold``), multiplies them by the window and transforms each

@@ -1,4 +1,4 @@
-"""Window factories (spec TENSOR-FFT): ``hann_window``, ``hamming_window``,
+"""Window factories (spec TENSOR-FFT-005): ``hann_window``, ``hamming_window``,
 ``blackman_window``, ``bartlett_window`` and ``kaiser_window``, with torch's signatures
 and errors, plus the sums of cosines and the Bessel function ``I0`` that
 ``refimpl.signal.windows`` shares.

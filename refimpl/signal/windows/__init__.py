@@ -1,5 +1,5 @@
 """``refimpl.signal.windows``: torch.signal.windows, the SciPy-style window functions
-(spec TENSOR-FFT).
+(spec TENSOR-FFT-005).
 
 Each takes the window length ``M`` and keyword-only options: ``sym=True`` gives the
 symmetric window (filter design), ``sym=False`` the periodic one (spectral analysis:
