@@ -199,7 +199,7 @@ def _r2c_jvp(ctx, tangent, *_):
 
 
 _fft_r2c = defop("_fft_r2c", meta=_r2c_meta, cpu=_r2c_cpu, cuda=_r2c_cuda,
-                 backward=_r2c_backward, jvp=_r2c_jvp, node="FftR2CBackward0",
+                 backward=_r2c_backward, jvp=_r2c_jvp, node="FftR2CBackward0", saves=(),
                  extra={"method": False})
 
 
