@@ -107,6 +107,11 @@ def _c2r_family(fname: str, input: Tensor, s, dim, norm, forward: bool, out) -> 
 def _ihfftn(fname: str, input: Tensor, s, dim, norm, out) -> Tensor:
     """ihfftn, ihfft2: the one-sided inverse transform of a real signal."""
     if input.dtype.is_complex:
+        if input.device.type == "cuda":  # torch's cuFFT path checks with another message
+            raise RuntimeError(
+                "Expected self.is_floating_point() to be true, but got false.  (Could this "
+                "error message be improved?  If so, please report an enhancement request to "
+                "PyTorch.)")
         raise RuntimeError("Only supports floating-point dtypes, but found: "
                            f"{D.type_name(input.dtype)}")
     A.check_out(fname, out, True)
