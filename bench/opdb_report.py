@@ -125,8 +125,8 @@ def same(r, T) -> bool:
             return False
         if str(r.dtype) != str(T.dtype):
             return False
-        a = np.asarray(r.detach().cpu().to(t.float64)._np if r.dtype in (
-            t.float16, t.bfloat16) else r.detach().cpu()._np)
+        r = r.detach().cpu().resolve_conj().resolve_neg()  # lazy bits: values as read
+        a = np.asarray(r.to(t.float64)._np if r.dtype in (t.float16, t.bfloat16) else r._np)
         b = T.detach().cpu()
         b = (b.double() if b.dtype in (torch.float16, torch.bfloat16) else b).resolve_conj()
         b = b.resolve_neg().numpy()

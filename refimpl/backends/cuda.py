@@ -29,3 +29,12 @@ def is_built() -> bool:
     from refimpl.cuda import _driver
 
     return _driver.bindings_available()
+
+
+def __getattr__(name: str):
+    # the cuFFT plan caches live with the cuFFT code, imported on first use
+    if name == "cufft_plan_cache":
+        from refimpl.cuda._cufft import cufft_plan_cache
+
+        return cufft_plan_cache
+    raise AttributeError(f"module 'refimpl.backends.cuda' has no attribute '{name}'")

@@ -22,6 +22,7 @@ MODULES = [
     "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop", "asserts",
     "nn_activation", "amp_ops", "amp_list_ops", "amp_list_aliases",
     "linalg_spectral", "linalg_spectral_solve", "linalg_spectral_eig",
+    "fft", "windows", "spectral",
 ]
 
 loaded: list = []
