@@ -17,7 +17,8 @@ Conventions (torch's CUDA FFT backend behaves the same way):
   ``cufftSetStream``. During a CUDA graph capture the work area therefore comes from
   the graph's private pool and the transform is captured into the graph.
 * The transformed dims are moved last into a fresh contiguous buffer first (any input
-  strides are accepted). More than three dims are transformed three at a time for
+  strides are accepted), unless the input is already laid out so: complex to complex
+  and real to complex then read it in place and write a fresh output. More than three dims are transformed three at a time for
   complex to complex; the two-sided real to complex transform runs as complex to
   complex on the input made complex; c2r (which cuFFT lets overwrite its input) always
   reads a private copy. Normalization is one scaling kernel afterwards.
@@ -250,12 +251,17 @@ def _copy_into(dst: Tensor, src: Tensor) -> Tensor:
 
 
 def _moved(x: Tensor, dims: tuple, dtype: D.dtype | None = None,
-           last: int | None = None) -> tuple[Tensor, list[int]]:
+           last: int | None = None, reuse: bool = False) -> tuple[Tensor, list[int]]:
     """A fresh contiguous copy of ``x`` with the other dims first and ``dims`` last (in
     ``dims``' order), converted to ``dtype``; with ``last``, the last of ``dims`` cut or
-    zero-padded to that length. Returns it and the dim order used."""
+    zero-padded to that length. Returns it and the dim order used. With ``reuse``, a view
+    of ``x`` that is already laid out so is returned as it is (no copy): the caller must
+    then not write into it."""
     order = [d for d in range(x.dim()) if d not in dims] + list(dims)
     view = _view(x, order)
+    if (reuse and (dtype is None or dtype is x.dtype) and last is None
+            and view.is_contiguous()):
+        return view, order
     shape = list(view._shape)
     if last is not None and last != shape[-1]:
         keep = min(last, shape[-1])
@@ -307,8 +313,12 @@ def _c2c_raw(x: Tensor, dims: tuple, forward: bool) -> Tensor:
     kind = "C2C" if x.dtype is D.complex64 else "Z2Z"
     direction = _FORWARD if forward else _INVERSE
     rest, chunk = dims[:-_MAX_RANK], dims[-_MAX_RANK:]
-    buf, order = _moved(x, chunk)
-    y = _restored(_run(buf, len(chunk), kind, buf._shape, buf.dtype, direction, True), order)
+    buf, order = _moved(x, chunk, reuse=True)
+    # a complex transform out of place leaves its input as it was: transform in place
+    # only into a private copy
+    private = buf._storage is not x._storage
+    y = _restored(_run(buf, len(chunk), kind, buf._shape, buf.dtype, direction, private),
+                  order)
     return _c2c_raw(y, rest, forward) if rest else y
 
 
@@ -327,7 +337,7 @@ def c2c(x: Tensor, dims: tuple, normalization: int, forward: bool) -> Tensor:
         return _empty_result(x._shape, x.dtype, x)
     if not dims:
         return _copy_into(_fresh(x._shape, x.dtype, x), x)
-    y = _c2c_raw(x, dims, forward)  # a fresh buffer: the input is copied first
+    y = _c2c_raw(x, dims, forward)  # a fresh buffer: the input is never written
     return _scale(y, scale_of(normalization, [x._shape[d] for d in dims]))
 
 
@@ -349,7 +359,7 @@ def r2c(x: Tensor, dims: tuple, normalization: int, onesided: bool) -> Tensor:
         y = _c2c_raw(as_complex, dims, True) if dims else as_complex
         return _scale(y, factor)
     last = dims[-1:]
-    buf, order = _moved(x, last)
+    buf, order = _moved(x, last, reuse=True)  # real to complex reads its input only
     kind = "R2C" if x.dtype is D.float32 else "D2Z"
     half = tuple(buf._shape[:-1]) + (buf._shape[-1] // 2 + 1,)
     y = _restored(_run(buf, 1, kind, half, cdt, _FORWARD, False), order)
