@@ -62,11 +62,38 @@ def broadcast_all(*xs) -> tuple:
 
 def _tensor_other(name: str):
     def pre(a, b, **_) -> None:
+        if not isinstance(a, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}")
         if not isinstance(b, Tensor):
             raise TypeError(
                 f"{name}(): argument 'other' (position 2) must be Tensor, not {type(b).__name__}")
 
     return pre
+
+
+def invalid_arguments(name: str, args: tuple, signatures: tuple) -> TypeError:
+    """torch's error for a call that matches none of a function's overloads."""
+    got = ", ".join("Tensor" if isinstance(a, Tensor) else type(a).__name__ for a in args)
+    options = "".join(f"\n * ({s})" for s in signatures)
+    return TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                     f"but expected one of:{options}\n")
+
+
+def tensor_first(name: str, args: tuple, second: str = "other") -> None:
+    """Raise torch's error when the first operand is not a tensor (``(Tensor, Tensor)``
+    and ``(Tensor, Number)`` are the only overloads)."""
+    if not isinstance(args[0], Tensor):
+        raise invalid_arguments(name, args, (f"Tensor input, Tensor {second}, *, Tensor out = None",
+                                             f"Tensor input, Number {second}, *, Tensor out = None"))
+
+
+def some_tensor(name: str, args: tuple, second: str = "other") -> None:
+    """Raise torch's error when neither operand is a tensor (a Number may come first)."""
+    if not any(isinstance(a, Tensor) for a in args):
+        raise invalid_arguments(name, args, (f"Tensor input, Tensor {second}, *, Tensor out = None",
+                                             f"Number self, Tensor {second}, *, Tensor out = None",
+                                             f"Tensor input, Number {second}, *, Tensor out = None"))
 
 
 def _no_complex(message: str):
@@ -286,6 +313,7 @@ _copysign_t_, _copysign_s_ = inplace(_copysign_t), inplace(_copysign_s)
 
 def copysign(input: Tensor, other, *, out=None) -> Tensor:
     """``|input|`` with the sign of ``other`` (integers compute in the default float)."""
+    tensor_first("copysign", (input, other))
     kw = {} if out is None else {"out": out}
     return (_copysign_t if isinstance(other, Tensor) else _copysign_s)(input, other, **kw)
 
@@ -324,6 +352,7 @@ _xlogy_tt_, _xlogy_ts_ = inplace(_xlogy_tt), inplace(_xlogy_ts)
 
 def xlogy(input, other, *, out=None) -> Tensor:
     """``input * log(other)``, 0 where ``input == 0`` (unless ``other`` is NaN)."""
+    some_tensor("xlogy", (input, other))
     kw = {} if out is None else {"out": out}
     if not isinstance(input, Tensor):
         return _xlogy_st(input, other, **kw)
@@ -336,6 +365,9 @@ def xlogy_(self: Tensor, other) -> Tensor:
 
 
 def _heaviside_pre(a, b, **_) -> None:
+    if not isinstance(a, Tensor):
+        raise TypeError("heaviside(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(a).__name__}")
     if not isinstance(b, Tensor):
         raise TypeError("heaviside(): argument 'values' (position 2) must be Tensor, not "
                         f"{type(b).__name__}")
