@@ -32,6 +32,7 @@ from refimpl.ops._pointwise import (
     unbroadcast,
 )
 from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.elementwise_binary import invalid_arguments
 from refimpl.ops.reduction import named_result, structseq
 from refimpl.ops.special_cuda import SpecialBinary, SpecialUnary, run_special
 
@@ -158,10 +159,33 @@ def _binary_grads(name: str, grad_first, grad_second):
     return backward, jvp
 
 
+def _tensors(name: str):
+    """torch's check of a ``(Tensor, Tensor)``-only function."""
+    def pre(a, b, **_) -> None:
+        for position, (x, arg) in enumerate(((a, "input"), (b, "other")), start=1):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{name}(): argument '{arg}' (position {position}) must be "
+                                f"Tensor, not {type(x).__name__}")
+
+    return pre
+
+
+def _some_tensor(name: str, first: str, second: str):
+    """torch's check of a function whose overloads take a Number on one side."""
+    def pre(a, b, **_) -> None:
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            raise invalid_arguments(name, (a, b), (
+                f"Tensor {first}, Tensor {second}, *, Tensor out = None",
+                f"Number {first}, Tensor {second}, *, Tensor out = None",
+                f"Tensor {first}, Number {second}, *, Tensor out = None"))
+
+    return pre
+
+
 def _binary(name: str, fn, cuda: str, *, grads=None, node=None, method=False, allow=REAL,
-            result="float", kernel: str = ""):
+            result="float", kernel: str = "", pre=None):
     impl = SpecialBinary(fn, result=result, allow=allow, kernel=kernel or name, name=name,
-                         cuda=cuda)
+                         cuda=cuda, pre=pre or _some_tensor(name, "x", "n"))
     extra = None if method else _NO_METHOD
     if grads is None:
         return defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False,
@@ -178,13 +202,14 @@ def _igamma_dx(a, x):
 
 zeta = _binary("special_zeta", _g.zeta, "sp_zeta((double)a, (double)b)",
                grads=_binary_grads("zeta", None, lambda x, q: -x * zeta(x + 1, q)),
-               node="SpecialZetaBackward0")
+               node="SpecialZetaBackward0", pre=_some_tensor("special_zeta", "self", "other"))
 igamma = _binary("igamma", _g.igamma, "sp_igamma((double)a, (double)b, false)",
                  grads=_binary_grads("igamma: input", None, _igamma_dx), method=True,
-                 allow=FLOATING, result="promote", kernel="igamma_cpu")
+                 allow=FLOATING, result="promote", kernel="igamma_cpu", pre=_tensors("igamma"))
 igammac = _binary("igammac", _g.igammac, "sp_igamma((double)a, (double)b, true)",
                   grads=_binary_grads("igammac: input", None, lambda a, x: -_igamma_dx(a, x)),
-                  method=True, allow=FLOATING, result="promote", kernel="igammac_cpu")
+                  method=True, allow=FLOATING, result="promote", kernel="igammac_cpu",
+                  pre=_tensors("igammac"))
 igamma_, igammac_ = inplace(igamma), inplace(igammac)
 
 # -- orthogonal polynomials ---------------------------------------------------------------------
@@ -219,9 +244,9 @@ legendre_polynomial_p = _poly("special_legendre_polynomial_p", _p.legendre_p, "s
 # -- gcd, lcm -------------------------------------------------------------------------------------
 
 gcd = _binary("gcd", np.gcd, "sp_gcd(a, b)", allow=INTEGRAL, result="promote", method=True,
-              kernel="gcd_cpu")
+              kernel="gcd_cpu", pre=_tensors("gcd"))
 lcm = _binary("lcm", np.lcm, "sp_lcm(a, b)", allow=INTEGRAL, result="promote", method=True,
-              kernel="lcm_cpu")
+              kernel="lcm_cpu", pre=_tensors("lcm"))
 gcd_, lcm_ = inplace(gcd), inplace(lcm)
 
 # -- frexp ----------------------------------------------------------------------------------------
@@ -298,6 +323,7 @@ def ldexp(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     """``input * 2 ** other``."""
     from refimpl.ops.division import pow
 
+    _tensors("ldexp")(input, other)
     result = input * pow(2.0, other)
     return result if out is None else out.resize_(result.shape).copy_(result)
 
