@@ -139,7 +139,7 @@ def is_warn_always_enabled() -> builtins_bool:  # type: ignore[name-defined]
 def __getattr__(name: str):
     # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
     if name in ("cuda", "backends", "_C", "_subclasses", "_functorch", "storage", "library",
-                "nn", "linalg", "special", "profiler", "optim", "utils"):
+                "nn", "linalg", "special", "profiler", "optim", "utils", "masked"):
         import importlib
 
         return importlib.import_module(f"refimpl.{name}")
