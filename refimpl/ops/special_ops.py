@@ -280,8 +280,8 @@ def _frexp_cuda(input: Tensor):
 
 
 def _frexp_backward(ctx, g_mantissa, g_exponent=None):
-    exponent = ctx.outputs[1]
-    return (g_mantissa / exponent.to(g_mantissa.dtype).exp2(),)
+    # torch's formula: exp2 of the int32 exponent is in the default float dtype
+    return (g_mantissa / ctx.outputs[1].exp2(),)
 
 
 structseq("frexp", ("mantissa", "exponent"))
