@@ -82,7 +82,8 @@ def chebyshev(kind: str, x: np.ndarray, n: np.ndarray, shifted: bool = False) ->
     closed_from = _CLOSED_FROM[kind][shifted]
     inside = (n > closed_from) & (np.abs(y) < 1)
     if np.any(inside):
-        out = np.where(inside, _closed(kind, np.where(inside, y, dt(0)), n), out)
+        with np.errstate(all="ignore"):
+            out = np.where(inside, _closed(kind, np.where(inside, y, dt(0)), n), out)
     top, bottom = _ends(kind, n, x.dtype)
     at_top = (x == 1) if shifted else (np.abs(x) == 1) & (x > 0)
     at_bottom = (x == 0) if shifted else (np.abs(x) == 1) & (x < 0)
