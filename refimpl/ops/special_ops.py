@@ -25,7 +25,6 @@ from refimpl.ops._pointwise import (
     FLOATING,
     INTEGRAL,
     REAL,
-    add_tangents,
     cuda_fields,
     fit,
     inplace,
@@ -135,7 +134,8 @@ sinc_ = inplace(sinc)
 
 
 def _binary_grads(name: str, grad_first, grad_second):
-    """backward/jvp of a binary op; a ``None`` partial raises torch's error."""
+    """backward of a binary op (a ``None`` partial raises torch's error); torch has no
+    forward-mode formula for these ops (zeta, igamma, igammac), so neither has refimpl."""
 
     def backward(ctx, g):
         a, b = ctx.args[0], ctx.args[1]
@@ -149,14 +149,7 @@ def _binary_grads(name: str, grad_first, grad_second):
             gb = unbroadcast(g * grad_second(a, b), b)
         return ga, gb
 
-    def jvp(ctx, ta, tb=None):
-        a, b = ctx.args[0], ctx.args[1]
-        if ta is not None and grad_first is None:
-            raise NotImplementedError(f"the derivative for '{name}' is not implemented.")
-        return fit(add_tangents(None if ta is None else ta * grad_first(a, b),
-                                None if tb is None else tb * grad_second(a, b)), ctx.outputs[0])
-
-    return backward, jvp
+    return backward, None
 
 
 def _tensors(name: str):
@@ -284,10 +277,14 @@ def _frexp_backward(ctx, g_mantissa, g_exponent=None):
     return (g_mantissa / ctx.outputs[1].exp2(),)
 
 
+def _frexp_jvp(ctx, t):
+    return t / ctx.outputs[1].exp2()
+
+
 structseq("frexp", ("mantissa", "exponent"))
 structseq("frexp_out", ("mantissa", "exponent"))
 _frexp = defop("frexp", meta=_frexp_meta, cpu=_frexp_cpu, cuda=_frexp_cuda,
-               backward=_frexp_backward, diff_outputs=(0,), saves=("outputs",),
+               backward=_frexp_backward, jvp=_frexp_jvp, diff_outputs=(0,), saves=("outputs",),
                node="FrexpBackward0", extra=_NO_METHOD)
 
 
