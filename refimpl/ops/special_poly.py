@@ -7,6 +7,11 @@ three-term recurrence; the Chebyshev families (and their shifted forms, argument
 inside ``(-1, 1)`` above a small degree, and return their exact values at the ends of
 the interval. Hermite polynomials beyond degree 128 (float32) / 512 (float64) are
 NaN, as torch's.
+
+Each recurrence step has the form ``a * q - c``; torch's compiled kernels fuse it into
+one fused multiply-add, so float32 steps here are computed the same way (the product
+is exact in float64, one rounding to float32 follows), which reproduces torch's float32
+values bit for bit.
 """
 
 from __future__ import annotations
@@ -17,6 +22,14 @@ import numpy as np
 # closed form is used inside (-1, 1) for the plain / the shifted family)
 _FIRST = {"t": lambda y: y, "u": lambda y: y + y, "v": lambda y: y + y - 1, "w": lambda y: y + y + 1}
 _CLOSED_FROM = {"t": (6, 6), "u": (8, 6), "v": (8, 6), "w": (8, 4)}
+
+
+def _fms(a: np.ndarray, q: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * q - c`` rounded once, as a fused multiply-add (float32 through float64)."""
+    if q.dtype == np.float32:
+        wide = np.asarray(a, np.float64) * q.astype(np.float64) - np.asarray(c, np.float64)
+        return wide.astype(np.float32)
+    return a * q - c
 
 
 def degrees(n: np.ndarray) -> np.ndarray:
@@ -78,7 +91,7 @@ def chebyshev(kind: str, x: np.ndarray, n: np.ndarray, shifted: bool = False) ->
     x = np.broadcast_to(x, n.shape)
     y = (x + x - dt(1)) if shifted else x
     two_y = y + y
-    out = _recur(_FIRST[kind](y).astype(x.dtype), n, lambda k, q, p: two_y * q - p)
+    out = _recur(_FIRST[kind](y).astype(x.dtype), n, lambda k, q, p: _fms(two_y, q, p))
     closed_from = _CLOSED_FROM[kind][shifted]
     inside = (n > closed_from) & (np.abs(y) < 1)
     if np.any(inside):
@@ -110,9 +123,9 @@ def _hermite(x, n, physicists: bool) -> np.ndarray:
     too_high = n > limit
     m = np.where(too_high, 0, n)
     if physicists:
-        out = _recur(x + x, m, lambda k, q, p: (x + x) * q - dt(2 * k) * p)
+        out = _recur(x + x, m, lambda k, q, p: _fms(x + x, q, dt(2 * k) * p))
     else:
-        out = _recur(x.copy(), m, lambda k, q, p: x * q - dt(k) * p)
+        out = _recur(x.copy(), m, lambda k, q, p: _fms(x, q, dt(k) * p))
     out = np.where(too_high, dt(np.nan), out)
     return np.where(n < 0, dt(0), out)
 
@@ -124,7 +137,7 @@ def laguerre_l(x: np.ndarray, n: np.ndarray) -> np.ndarray:
     n = np.broadcast_to(degrees(n), np.broadcast_shapes(x.shape, np.shape(n)))
     x = np.broadcast_to(x, n.shape)
     out = _recur(dt(1) - x, n,
-                 lambda k, q, p: ((dt(2 * k) + (dt(1) - x)) * q - dt(k) * p) / dt(k + 1))
+                 lambda k, q, p: _fms(dt(2 * k) + (dt(1) - x), q, dt(k) * p) / dt(k + 1))
     out = np.where(x == 0, dt(1), out)
     return np.where(n < 0, dt(0), out)
 
@@ -136,7 +149,7 @@ def legendre_p(x: np.ndarray, n: np.ndarray) -> np.ndarray:
     n = np.broadcast_to(degrees(n), np.broadcast_shapes(x.shape, np.shape(n)))
     x = np.broadcast_to(x, n.shape)
     out = _recur(x.copy(), n,
-                 lambda k, q, p: (dt(2 * k + 1) * x * q - dt(k) * p) / dt(k + 1))
+                 lambda k, q, p: _fms(dt(2 * k + 1) * x, q, dt(k) * p) / dt(k + 1))
     odd = (n % 2) == 1
     out = np.where(np.abs(x) == 1, np.where((x > 0) | ~odd, dt(1), dt(-1)), out)
     return np.where(n < 0, dt(0), out)
