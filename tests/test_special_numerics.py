@@ -107,3 +107,61 @@ def test_device_code_compiles():
                          (f64, f64), (f64, f64), f64)
     assert compile_check("sp_gcd(a, b) + sp_lcm(a, b)", (D.int64, D.int64), (D.int64, D.int64),
                          D.int64)
+
+
+_HOST_SHIM = r"""
+#include <cmath>
+#include <cstdio>
+using std::isinf; using std::isfinite;
+#define DI static inline
+#define R_PI 3.14159265358979323846
+static double cyl_bessel_i0(double x) { return std::cyl_bessel_i(0.0, std::fabs(x)); }
+static double cyl_bessel_i1(double x) { return std::copysign(std::cyl_bessel_i(1.0, std::fabs(x)), x); }
+static double erfcx(double x) { return std::exp(x * x) * std::erfc(x); }
+"""
+
+_HOST_MAIN = r"""
+int main() {
+  double a, b;
+  while (scanf("%lf %lf", &a, &b) == 2)
+    printf("%.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g\n",
+           sp_airy_ai(a), sp_k(0, a, false), sp_k(1, a, true), sp_i_scaled(1, a),
+           sp_zeta(a, b), sp_igamma(a, b, true), sp_cheb<double>(1, true, a, b),
+           sp_hermite<double>(false, a, b), sp_laguerre<double>(a, b),
+           sp_legendre<double>(a, b), (double)sp_gcd((long long)a, (long long)b));
+}
+"""
+
+
+def test_device_functions_agree_with_the_cpu_kernels(tmp_path):
+    """The CUDA device functions, compiled for the host (a C++ compiler is all it
+    needs), give the CPU kernels' values: the two implementations of each algorithm
+    cannot drift apart unseen on machines without a GPU."""
+    import shutil
+    import subprocess
+
+    from refimpl.ops.special_cuda import SPECIAL_DEVICE
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    src, exe = tmp_path / "dev.cpp", tmp_path / "dev"
+    src.write_text(_HOST_SHIM + SPECIAL_DEVICE + _HOST_MAIN)
+    subprocess.run([cxx, "-std=c++17", "-O1", "-o", str(exe), str(src)], check=True)
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.uniform(-12, 40, 300), [0.0, 2.0, -8.5, 1e-8, np.inf, np.nan]])
+    b = np.concatenate([np.round(rng.uniform(-3, 30, 300)), [1.0, 2.0, 3.0, 12.0, 2.0, 2.0]])
+    feed = "\n".join(f"{float(x)!r} {float(y)!r}" for x, y in zip(a, b))
+    out = subprocess.run([str(exe)], input=feed, capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    dev = np.array([[float(v) for v in line.split()] for line in out.strip().splitlines()])
+    with np.errstate(all="ignore"):
+        ref = [B.airy_ai(a), B.modified_bessel_k0(a), B.scaled_modified_bessel_k1(a), B.i1e(a),
+               G.zeta(a, b), G.igammac(a, b), P.chebyshev("u", a, b, True), P.hermite_he(a, b),
+               P.laguerre_l(a, b), P.legendre_p(a, b)]
+    for column, want in enumerate(ref):
+        np.testing.assert_allclose(dev[:, column], want, rtol=1e-9, atol=1e-300, equal_nan=True,
+                                   err_msg=f"column {column}")
+    finite = np.isfinite(a)
+    np.testing.assert_array_equal(dev[finite, 10], np.gcd(a[finite].astype(np.int64),
+                                                          b[finite].astype(np.int64)))
