@@ -37,7 +37,7 @@ from refimpl.ops._pointwise import (
     unbroadcast,
 )
 from refimpl.ops._registry import defop
-from refimpl.ops.elementwise_binary import some_tensor, tensor_first
+from refimpl.ops.special_overloads import some_tensor, tensor_first
 
 
 def _int_zero_check(y) -> None:

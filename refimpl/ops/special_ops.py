@@ -31,9 +31,9 @@ from refimpl.ops._pointwise import (
     unbroadcast,
 )
 from refimpl.ops._registry import TensorSpec, defop
-from refimpl.ops.elementwise_binary import invalid_arguments
 from refimpl.ops.reduction import named_result, structseq
 from refimpl.ops.special_cuda import SpecialBinary, SpecialUnary, run_special
+from refimpl.ops.special_overloads import invalid_arguments
 
 _NO_METHOD = {"method": False}
 
