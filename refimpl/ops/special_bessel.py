@@ -31,6 +31,7 @@ import numpy as np
 _F64 = np.float64
 _EULER = 0.57721566490153286061
 _TWO_OVER_PI = 2.0 / math.pi
+_CHUNK = 1 << 15  # elements per quadrature batch
 
 
 def _f64(x) -> np.ndarray:
@@ -237,6 +238,10 @@ def k_nu_scaled(nu: float, z: np.ndarray) -> np.ndarray:
     where the integrand is below ``exp(-40)``.
     """
     z = _f64(z)
+    if z.size > _CHUNK:  # bound the (elements x nodes) working array
+        flat = z.reshape(-1)
+        parts = [k_nu_scaled(nu, flat[i:i + _CHUNK]) for i in range(0, flat.size, _CHUNK)]
+        return np.concatenate(parts).reshape(z.shape)
     h = np.minimum(0.25, 0.6 / np.sqrt(z))
     t_end = np.arccosh(1.0 + 45.0 / z) + 2.0 * abs(nu) * h
     steps = int(np.max(np.ceil(t_end / h), initial=1.0)) + 1
