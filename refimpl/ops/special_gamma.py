@@ -162,8 +162,9 @@ def erfcx(x) -> np.ndarray:
 
 
 def sinc(x: np.ndarray) -> np.ndarray:
-    """The normalised sinc ``sin(pi x) / (pi x)`` in ``x``'s dtype, 1 at 0."""
+    """The normalised sinc ``sin(pi x) / (pi x)`` in ``x``'s dtype (real or complex), 1
+    at 0."""
     x = np.asarray(x)
-    px = x * x.dtype.type(math.pi)
+    px = x * x.real.dtype.type(math.pi)
     with np.errstate(all="ignore"):
         return np.where(x == 0, x.dtype.type(1), np.sin(px) / px)

@@ -22,6 +22,7 @@ from refimpl.ops import special_bessel as _b
 from refimpl.ops import special_gamma as _g
 from refimpl.ops import special_poly as _p
 from refimpl.ops._pointwise import (
+    ALL,
     FLOATING,
     INTEGRAL,
     REAL,
@@ -39,16 +40,19 @@ _NO_METHOD = {"method": False}
 
 
 def _unary(name: str, fn, cuda: str, *, grad=None, node=None, method: bool = False,
-           saves=("inputs",)):
+           saves=("inputs",), kernel: str = "", allow=REAL):
     """A float-valued unary op; ``grad(x, out)`` is its derivative (None: the output
-    does not require grad, as torch's non-differentiable special functions)."""
-    impl = SpecialUnary(fn, result="float", allow=REAL, kernel=name, cuda=cuda, name=name)
+    does not require grad, as torch's non-differentiable special functions).
+    ``kernel``: torch's CPU kernel name for its dtype errors (default: the name without
+    ``special_``, plus ``_cpu``)."""
+    kernel = kernel or name.removeprefix("special_") + "_cpu"
+    impl = SpecialUnary(fn, result="float", allow=allow, kernel=kernel, cuda=cuda, name=name)
     if grad is None:
         return defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False,
                      **cuda_fields(impl, None if method else _NO_METHOD))
 
     def backward(ctx, g):
-        return (g * grad(ctx.args[0], ctx.outputs[0] if ctx.outputs else None),)
+        return (g * grad(ctx.args[0], ctx.outputs[0] if ctx.outputs else None).conj(),)
 
     def jvp(ctx, t):
         return fit(t * grad(ctx.args[0], ctx.outputs[0]), ctx.outputs[0])
@@ -105,7 +109,8 @@ def _i1e_grad(x, y):
     return where(x == 0, 0.5, i0e(x) - y * (_sign(x) + x.reciprocal()))
 
 
-i0 = _unary("i0", _f64(_b.i0), _double("sp_i0"), grad=lambda x, y: i1(x), method=True)
+i0 = _unary("i0", _f64(_b.i0), _double("sp_i0"), grad=lambda x, y: i1(x), method=True,
+           kernel="i0_vml_cpu")
 i0_ = inplace(i0)
 i0e = _unary("special_i0e", _f64(_b.i0e), "sp_i_scaled(0, (double)a)",
              grad=lambda x, y: i1e(x) - _sign(x) * y, node="SpecialI0EBackward0",
@@ -127,7 +132,7 @@ def _sinc_grad(x, y):
 
 
 sinc = _unary("sinc", _g.sinc, "sp_sinc(a)", grad=_sinc_grad, method=True,
-              saves=("inputs", "outputs"))
+              saves=("inputs", "outputs"), allow=ALL)
 sinc_ = inplace(sinc)
 
 # -- binary: zeta, igamma, igammac --------------------------------------------------------------
@@ -177,7 +182,8 @@ def _some_tensor(name: str, first: str, second: str):
 
 def _binary(name: str, fn, cuda: str, *, grads=None, node=None, method=False, allow=REAL,
             result="float", kernel: str = "", pre=None):
-    impl = SpecialBinary(fn, result=result, allow=allow, kernel=kernel or name, name=name,
+    kernel = kernel or name.removeprefix("special_") + "_cpu"
+    impl = SpecialBinary(fn, result=result, allow=allow, kernel=kernel, name=name,
                          cuda=cuda, pre=pre or _some_tensor(name, "x", "n"))
     extra = None if method else _NO_METHOD
     if grads is None:
