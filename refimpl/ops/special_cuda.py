@@ -189,6 +189,10 @@ template<class T> DI T sp_sinc(T x) {
   if (x == (T)0) return 1;
   T px = x * (T)R_PI;
   return sin(px) / px; }
+template<class T> DI cplx<T> sp_sinc(cplx<T> x) {
+  if (x.re == 0 && x.im == 0) return mk((T)1, (T)0);
+  cplx<T> px = mk(x.re * (T)R_PI, x.im * (T)R_PI);
+  return sin(px) / px; }
 template<class T> DI T sp_gcd(T a, T b) {
   a = a < 0 ? -a : a; b = b < 0 ? -b : b;
   while (b != 0) { T t = a % b; a = b; b = t; }
@@ -221,14 +225,15 @@ def run_special(expr: str, inputs: tuple, out_dtype: D.dtype, compute, params, s
 
 
 class SpecialUnary(Unary):
-    """A ``Unary`` whose CUDA expression calls the special device functions."""
+    """A ``Unary`` whose CUDA expression calls the special device functions
+    (``cuda_complex``: the expression has a complex overload too)."""
 
     def cuda_into(self, into, x, *args, **kwargs):
         """The CUDA kernel writing into ``into`` or a fresh tensor."""
         dtype, out = self.prepare(x, args, kwargs)
         if dtype not in self.allow:
             raise not_implemented_cuda(self.kernel or self.name, dtype)
-        if dtype.category == 3:
+        if dtype.category == 3 and not self.cuda_complex:
             raise no_cuda_complex(self.name, dtype)
         expr, params = cuda_expr(self.cuda_spec, dtype, (x, *args), kwargs)
         return run_special(expr, (x,), out, dtype, params, x._shape, into, self.name)

@@ -40,13 +40,14 @@ _NO_METHOD = {"method": False}
 
 
 def _unary(name: str, fn, cuda: str, *, grad=None, node=None, method: bool = False,
-           saves=("inputs",), kernel: str = "", allow=REAL):
+           saves=("inputs",), kernel: str = "", allow=REAL, cplx: bool = False):
     """A float-valued unary op; ``grad(x, out)`` is its derivative (None: the output
     does not require grad, as torch's non-differentiable special functions).
     ``kernel``: torch's CPU kernel name for its dtype errors (default: the name without
     ``special_``, plus ``_cpu``)."""
     kernel = kernel or name.removeprefix("special_") + "_cpu"
-    impl = SpecialUnary(fn, result="float", allow=allow, kernel=kernel, cuda=cuda, name=name)
+    impl = SpecialUnary(fn, result="float", allow=allow, kernel=kernel, cuda=cuda, name=name,
+                        cuda_complex=cplx)
     if grad is None:
         return defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False,
                      **cuda_fields(impl, None if method else _NO_METHOD))
@@ -132,7 +133,7 @@ def _sinc_grad(x, y):
 
 
 sinc = _unary("sinc", _g.sinc, "sp_sinc(a)", grad=_sinc_grad, method=True,
-              saves=("inputs", "outputs"), allow=ALL)
+              saves=("inputs", "outputs"), allow=ALL, cplx=True)
 sinc_ = inplace(sinc)
 
 # -- binary: zeta, igamma, igammac --------------------------------------------------------------
