@@ -115,6 +115,8 @@ _HOST_SHIM = r"""
 using std::isinf; using std::isfinite;
 #define DI static inline
 #define R_PI 3.14159265358979323846
+template<class T> struct cplx { T re, im; };
+template<class T> static cplx<T> mk(T re, T im) { return {re, im}; }
 static double cyl_bessel_i0(double x) { return std::cyl_bessel_i(0.0, std::fabs(x)); }
 static double cyl_bessel_i1(double x) { return std::copysign(std::cyl_bessel_i(1.0, std::fabs(x)), x); }
 static double erfcx(double x) { return std::exp(x * x) * std::erfc(x); }
