@@ -140,7 +140,8 @@ def __getattr__(name: str):
     # refimpl.cuda imports lazily so that CPU-only use never touches the driver.
     if name in ("cuda", "backends", "_C", "_subclasses", "_functorch", "storage", "library",
                 "nn", "linalg", "special", "profiler", "optim", "utils",
-                "fft", "signal"):
+                "fft", "signal",
+                "masked"):
         import importlib
 
         return importlib.import_module(f"refimpl.{name}")

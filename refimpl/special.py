@@ -1,10 +1,10 @@
 """``refimpl.special``: torch.special's functions (spec TENSOR-110).
 
-Most are refimpl ops under torch.special's names; the others are written in refimpl ops
-(so they run on every device and differentiate through the ops they use). Integer
-inputs compute in the default float dtype, as torch's do. Functions of torch.special
-that are missing here (Bessel and orthogonal-polynomial families, ``zeta``, ``gammainc``,
-``erfcx``, ``i0``/``i1``) are not implemented yet.
+Most are refimpl ops under torch.special's names (the Bessel, Airy, polynomial, zeta,
+incomplete-gamma and scaled-error-function kernels are in ``refimpl.ops.special_ops``);
+the others are written in refimpl ops (so they run on every device and differentiate
+through the ops they use). Integer inputs compute in the default float dtype, as
+torch's do.
 """
 
 from __future__ import annotations
@@ -20,10 +20,54 @@ from refimpl.ops.elementwise_unary import digamma, erf, erfc, erfinv, exp2, expm
 from refimpl.ops.reduction import logsumexp as _logsumexp
 from refimpl.ops.softmax import log_softmax as _log_softmax
 from refimpl.ops.softmax import softmax as _softmax
+from refimpl.ops.special_ops import (
+    airy_ai,
+    bessel_j0,
+    bessel_j1,
+    bessel_y0,
+    bessel_y1,
+    chebyshev_polynomial_t,
+    chebyshev_polynomial_u,
+    chebyshev_polynomial_v,
+    chebyshev_polynomial_w,
+    erfcx,
+    hermite_polynomial_h,
+    hermite_polynomial_he,
+    i0,
+    i0e,
+    i1,
+    i1e,
+    laguerre_polynomial_l,
+    legendre_polynomial_p,
+    modified_bessel_i0,
+    modified_bessel_i1,
+    modified_bessel_k0,
+    modified_bessel_k1,
+    scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1,
+    shifted_chebyshev_polynomial_t,
+    shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+    spherical_bessel_j0,
+    zeta,
+)
+from refimpl.ops.special_ops import igamma as gammainc
+from refimpl.ops.special_ops import igammac as gammaincc
+from refimpl.ops.special_ops import sinc as _sinc
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln",
-           "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
-           "ndtri", "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+__all__ = ["airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+           "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+           "chebyshev_polynomial_w", "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2",
+           "expit", "expm1", "gammainc", "gammaincc", "gammaln", "hermite_polynomial_h",
+           "hermite_polynomial_he", "i0", "i0e", "i1", "i1e", "laguerre_polynomial_l",
+           "legendre_polynomial_p", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp",
+           "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
+           "modified_bessel_k1", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
+           "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+           "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+           "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "sinc",
+           "softmax", "spherical_bessel_j0", "xlog1py", "xlogy", "zeta"]
 
 psi = digamma
 
@@ -98,12 +142,7 @@ def entr(input: Tensor, *, out: Tensor | None = None) -> Tensor:
 
 def sinc(input: Tensor, *, out: Tensor | None = None) -> Tensor:
     """The normalised sinc ``sin(pi x) / (pi x)``, 1 at 0."""
-    from refimpl.ops.elementwise_binary import where
-
-    x = _floating(input)
-    px = x * math.pi
-    result = where(x == 0, x.new_ones(()), px.sin() / px)
-    return _done(result, out)
+    return _done(_sinc(input), out)
 
 
 def ndtr(input: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -134,13 +173,9 @@ def log_ndtr(input: Tensor, *, out: Tensor | None = None) -> Tensor:
 
 def multigammaln(input: Tensor, p: int, *, out: Tensor | None = None) -> Tensor:
     """The log of the multivariate gamma function of dimension ``p``."""
-    if p < 1:
-        raise RuntimeError("p has to be greater than or equal to 1")
-    x = _floating(input)
-    total = x.new_full((), p * (p - 1) / 4 * math.log(math.pi))
-    for j in range(p):
-        total = total + _u.lgamma(x - j / 2)
-    return _done(total, out)
+    from refimpl.ops.special_ops import mvlgamma
+
+    return _done(mvlgamma(input, p), out)
 
 
 def round(input: Tensor, *, decimals: int = 0, out: Tensor | None = None) -> Tensor:

@@ -23,6 +23,7 @@ MODULES = [
     "nn_activation", "amp_ops", "amp_list_ops", "amp_list_aliases",
     "linalg_spectral", "linalg_spectral_solve", "linalg_spectral_eig",
     "fft", "windows", "spectral",
+    "special_ops",
 ]
 
 loaded: list = []

@@ -19,7 +19,8 @@ _F64 = np.float64
 
 def _each(fn, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, _F64)
-    return np.frompyfunc(fn, 1, 1)(x).astype(_F64)
+    # frompyfunc gives a Python float (not an array) for a 0-dim input
+    return np.asarray(np.frompyfunc(fn, 1, 1)(x), dtype=object).astype(_F64)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -118,19 +119,24 @@ def _hurwitz_zeta(s: int, x: np.ndarray) -> np.ndarray:
 
 def trigamma(x: np.ndarray) -> np.ndarray:
     """``polygamma(1, x)``: reflection below 1/2, six recurrence steps, then the
-    asymptotic series to the 1/42 term (the same truncation torch uses)."""
-    x = np.asarray(x, _F64)
+    asymptotic series to the 1/42 term (the same truncation torch uses). float32
+    inputs compute in float32, as torch's kernel does (its rounding near the poles
+    differs visibly from a float64 evaluation)."""
+    x = np.asarray(x)
+    one = (x.dtype if x.dtype == np.float32 else np.dtype(_F64)).type
+    x = x.astype(one, copy=False)
     with np.errstate(all="ignore"):
-        reflect = x < 0.5
-        sign = np.where(reflect, -1.0, 1.0)
-        s = np.sin(math.pi * x)
-        result = np.where(reflect, -(math.pi * math.pi) / (s * s), 0.0)
-        x = np.where(reflect, 1.0 - x, x)
+        reflect = x < one(0.5)
+        sign = np.where(reflect, one(-1), one(1))
+        s = np.sin(one(math.pi) * x)
+        result = np.where(reflect, -one(math.pi * math.pi) / (s * s), one(0))
+        x = np.where(reflect, one(1) - x, x)
         for _ in range(6):
-            result = result + 1.0 / (x * x)
-            x = x + 1.0
-        ixx = 1.0 / (x * x)
-        result = result + (1 + 1 / (2 * x) + ixx * (1 / 6 - ixx * (1 / 30 - ixx / 42))) / x
+            result = result + one(1) / (x * x)
+            x = x + one(1)
+        ixx = one(1) / (x * x)
+        series = ixx * (one(1 / 6) - ixx * (one(1 / 30) - ixx / one(42)))
+        result = result + (one(1) + one(1) / (one(2) * x) + series) / x
         return sign * result
 
 

@@ -37,6 +37,7 @@ from refimpl.ops._pointwise import (
     unbroadcast,
 )
 from refimpl.ops._registry import defop
+from refimpl.ops.special_overloads import some_tensor, tensor_first
 
 
 def _int_zero_check(y) -> None:
@@ -205,6 +206,7 @@ _fmod_s_, _fmod_t_ = inplace(_fmod_s), inplace(_fmod_t)
 
 def remainder(input, other, *, out=None) -> Tensor:
     """Python's ``%``: the remainder has the sign of the divisor (TENSOR-109)."""
+    some_tensor("remainder", (input, other))
     kw = {} if out is None else {"out": out}
     return (_remainder_t if isinstance(other, Tensor) else _remainder_s)(input, other, **kw)
 
@@ -216,6 +218,7 @@ def remainder_(self: Tensor, other) -> Tensor:
 
 def fmod(input, other, *, out=None) -> Tensor:
     """C's ``fmod``: the remainder has the sign of the dividend (TENSOR-109)."""
+    tensor_first("fmod", (input, other))
     kw = {} if out is None else {"out": out}
     return (_fmod_t if isinstance(other, Tensor) else _fmod_s)(input, other, **kw)
 
@@ -447,6 +450,7 @@ def pow_(self: Tensor, exponent) -> Tensor:
 
 def float_power(input, exponent, *, out=None) -> Tensor:
     """``pow`` computed in float64 (complex128 when an operand is complex)."""
+    some_tensor("float_power", (input, exponent), "exponent")
     cplx = any(dtype_of(x).category == 3 for x in (input, exponent))
     dtype = D.complex128 if cplx else D.float64
     if isinstance(input, Tensor):

@@ -46,6 +46,7 @@ from refimpl.ops._pointwise import (
     unbroadcast,
 )
 from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.special_overloads import some_tensor, tensor_first
 
 
 def broadcast_all(*xs) -> tuple:
@@ -62,6 +63,9 @@ def broadcast_all(*xs) -> tuple:
 
 def _tensor_other(name: str):
     def pre(a, b, **_) -> None:
+        if not isinstance(a, Tensor):
+            raise TypeError(
+                f"{name}(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}")
         if not isinstance(b, Tensor):
             raise TypeError(
                 f"{name}(): argument 'other' (position 2) must be Tensor, not {type(b).__name__}")
@@ -286,6 +290,7 @@ _copysign_t_, _copysign_s_ = inplace(_copysign_t), inplace(_copysign_s)
 
 def copysign(input: Tensor, other, *, out=None) -> Tensor:
     """``|input|`` with the sign of ``other`` (integers compute in the default float)."""
+    tensor_first("copysign", (input, other))
     kw = {} if out is None else {"out": out}
     return (_copysign_t if isinstance(other, Tensor) else _copysign_s)(input, other, **kw)
 
@@ -324,6 +329,7 @@ _xlogy_tt_, _xlogy_ts_ = inplace(_xlogy_tt), inplace(_xlogy_ts)
 
 def xlogy(input, other, *, out=None) -> Tensor:
     """``input * log(other)``, 0 where ``input == 0`` (unless ``other`` is NaN)."""
+    some_tensor("xlogy", (input, other))
     kw = {} if out is None else {"out": out}
     if not isinstance(input, Tensor):
         return _xlogy_st(input, other, **kw)
@@ -336,6 +342,9 @@ def xlogy_(self: Tensor, other) -> Tensor:
 
 
 def _heaviside_pre(a, b, **_) -> None:
+    if not isinstance(a, Tensor):
+        raise TypeError("heaviside(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(a).__name__}")
     if not isinstance(b, Tensor):
         raise TypeError("heaviside(): argument 'values' (position 2) must be Tensor, not "
                         f"{type(b).__name__}")
