@@ -1,0 +1,464 @@
+"""QR and the remaining factorisation-based functions (issue #10): linalg.qr / qr,
+geqrf, linalg.householder_product, ormqr, linalg.ldl_factor(_ex), ldl_solve,
+linalg.tensorinv, tensorsolve, linalg.vander, matrix_exp.
+
+``linalg_qr`` is the primitive with kernels (CPU: ``numpy.linalg.qr``, LAPACK's
+geqrf/orgqr, so signs agree with torch; CUDA: cuSOLVER geqrf + orgqr) and torch's
+backward. ``geqrf`` is a kernel-only op (not differentiable, as in torch).
+``householder_product`` and ``ormqr`` apply the reflectors ``H_i = I - tau_i v_i v_i^H``
+with refimpl products (any device, differentiable). ``matrix_exp`` is a degree-18
+Taylor polynomial with scaling and squaring, written in refimpl ops. LDL^H runs sytf2's
+Bunch-Kaufman pivoting on the CPU (``_linalg_np.ldl``); CUDA has no kernel for it yet.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+from refimpl.ops import _linalg_np as _np_la
+from refimpl.ops._helpers import np_result
+from refimpl.ops._registry import TensorSpec, defop
+from refimpl.ops.linalg import _h, _tn
+from refimpl.ops.linalg_factor import (
+    _cusolver,
+    _done,
+    _eye_like,
+    _outs,
+    check_float,
+    check_matrix,
+    check_square,
+    raise_info,
+)
+from refimpl.ops.linalg_triangular import linalg_solve_triangular
+from refimpl.ops.reduction import structseq_pair
+
+for _name, _fields in (("linalg_qr", ("Q", "R")), ("qr", ("Q", "R")), ("geqrf", ("a", "tau")),
+                       ("linalg_ldl_factor", ("LD", "pivots")),
+                       ("linalg_ldl_factor_ex", ("LD", "pivots", "info"))):
+    structseq_pair(_name, _fields)
+
+_MODES = ("reduced", "complete", "r")
+
+
+# -- qr -------------------------------------------------------------------------------------
+
+def _qr_check(A: Tensor, mode: str) -> tuple:
+    check_matrix("linalg.qr", A)
+    if mode not in _MODES:
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    check_float("linalg.qr", A, low="geqrf_cpu")
+    m, n = A._shape[-2:]
+    k = min(m, n)
+    batch = A._shape[:-2]
+    q = (0,) if mode == "r" else (*batch, m, m if mode == "complete" else k)
+    r = (*batch, m if mode == "complete" else k, n)
+    return q, r
+
+
+def _qr_meta(A, mode="reduced") -> tuple:
+    q, r = _qr_check(A, mode)
+    return TensorSpec(q, A.dtype, A.device), TensorSpec(r, A.dtype, A.device)
+
+
+def _qr_cpu(A, mode="reduced") -> tuple:
+    q_shape, r_shape = _qr_check(A, mode)
+    a = A._np
+    if a.size == 0:
+        eye = np.broadcast_to(np.eye(*q_shape[-2:], dtype=a.dtype), q_shape) if mode != "r" \
+            else np.zeros(0, a.dtype)
+        return np_result(eye, A.dtype), np.zeros(r_shape, a.dtype)
+    if mode == "r":
+        return np.zeros(0, a.dtype), np_result(np.linalg.qr(a, mode="r"), A.dtype)
+    q, r = np.linalg.qr(a, mode=mode)
+    return np_result(q, A.dtype), np_result(r, A.dtype)
+
+
+def _qr_cuda(A, mode="reduced") -> tuple:
+    q_shape, r_shape = _qr_check(A, mode)
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        packed, tau = _cusolver().geqrf(A)
+        R = packed.narrow(-2, 0, r_shape[-2]).triu() if r_shape[-2] <= A._shape[-2] else None
+        if mode == "r":
+            return A.new_empty((0,)), R.contiguous()
+        Q = _cusolver().orgqr(packed, tau, q_shape[-1])
+        return Q, R.contiguous()
+
+
+def _qr_backward(ctx, gQ, gR):
+    mode = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("mode", "reduced")
+    A = ctx.args[0]
+    Q, R = ctx.outputs
+    m, n = A._shape[-2:]
+    if mode == "r":
+        raise RuntimeError(
+            "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+            "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+            "through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                           "and nrows > ncols.")
+    gQ = Q.new_zeros(Q._shape) if gQ is None else gQ
+    gR = R.new_zeros(R._shape) if gR is None else gR
+    if m >= n:
+        return (_qr_square_backward(gQ, gR, Q, R),)
+    from refimpl.ops.shape import cat
+
+    gR1, gR2 = gR.narrow(-1, 0, m), gR.narrow(-1, m, n - m)
+    gQ = gQ + A.narrow(-1, m, n - m).matmul(_h(gR2))
+    g1 = _qr_square_backward(gQ, gR1, Q, R.narrow(-1, 0, m))
+    return (cat([g1, Q.matmul(gR2)], -1),)
+
+
+def _qr_square_backward(gQ: Tensor, gR: Tensor, Q: Tensor, R: Tensor) -> Tensor:
+    """gA for A = QR with R square: ``(gQ + Q copyltu(M)) R^{-H}``,
+    ``M = R gR^H - gQ^H Q``, ``copyltu`` mirroring the lower triangle (real diagonal)."""
+    M = R.matmul(_h(gR)) - _h(gQ).matmul(Q)
+    low = M.tril(-1)
+    diag = M.tril().triu()
+    if M.dtype.is_complex:
+        diag = diag.real.to(M.dtype)
+    sym = low + _h(low) + diag
+    return linalg_solve_triangular(_h(R), gQ + Q.matmul(sym), upper=False, left=False)
+
+
+linalg_qr_op = defop("linalg_qr", meta=_qr_meta, cpu=_qr_cpu, cuda=_qr_cuda,
+                     backward=_qr_backward, saves=("inputs", "outputs"),
+                     extra={"method": False})
+
+
+def linalg_qr(A: Tensor, mode: str = "reduced", *, out=None):
+    """``(Q, R)`` with ``A = Q R`` (LAPACK's signs); mode ``'reduced'``, ``'complete'``
+    or ``'r'`` (Q empty)."""
+    return _outs("linalg_qr", tuple(linalg_qr_op(A, mode)), out)
+
+
+def qr(input: Tensor, some: bool = True, *, out=None):
+    """Legacy ``torch.qr``: ``linalg.qr`` with ``some`` choosing reduced or complete."""
+    return _outs("qr", tuple(linalg_qr_op(input, "reduced" if some else "complete")), out)
+
+
+# -- geqrf, householder_product, ormqr -------------------------------------------------------
+
+def _geqrf_meta(input) -> tuple:
+    check_matrix("torch.geqrf", input, "input")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex) or input.dtype.itemsize < 4:
+        raise NotImplementedError(f'"geqrf_cpu" not implemented for \'{_tn(input)}\'')
+    k = min(input._shape[-2:])
+    return (TensorSpec(input._shape, input.dtype, input.device),
+            TensorSpec((*input._shape[:-2], k), input.dtype, input.device))
+
+
+def _geqrf_message(x: Tensor) -> None:
+    if x.dim() < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+
+
+def _geqrf_cpu(input) -> tuple:
+    _geqrf_message(input)
+    _geqrf_meta(input)
+    a = input._np
+    if a.size == 0:
+        return a.copy(), np.zeros((*a.shape[:-2], min(a.shape[-2:])), a.dtype)
+    h, tau = np.linalg.qr(a, mode="raw")
+    return np_result(np.swapaxes(h, -1, -2), input.dtype), np_result(tau, input.dtype)
+
+
+def _geqrf_cuda(input) -> tuple:
+    _geqrf_message(input)
+    _geqrf_meta(input)
+    return _cusolver().geqrf(input)
+
+
+def _geqrf_backward(ctx, *grads):
+    raise NotImplementedError("the derivative for 'geqrf' is not implemented.")
+
+
+geqrf_op = defop("geqrf", meta=_geqrf_meta, cpu=_geqrf_cpu, cuda=_geqrf_cuda,
+                 backward=_geqrf_backward, extra={"method": False})
+
+
+def geqrf(input: Tensor, *, out=None):
+    """``(a, tau)``: LAPACK's geqrf (R above the diagonal, the reflectors below it)."""
+    return _outs("geqrf", tuple(geqrf_op(input)), out)
+
+
+def _reflectors(A: Tensor, k: int) -> Tensor:
+    """The Householder vectors ``v_i`` as columns: unit diagonal, A below it, zero above."""
+    m = A._shape[-2]
+    V = A.narrow(-1, 0, k).tril(-1)
+    return V + _eye_like(A, m, k)
+
+
+def _apply(V: Tensor, tau: Tensor, C: Tensor, left: bool, adjoint: bool) -> Tensor:
+    """``op(Q) C`` or ``C op(Q)`` for ``Q = H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^H``."""
+    k = tau._shape[-1]
+    # Q C applies H_k first; Q^H C applies H_1^H first; C Q applies H_1 first
+    order = range(k) if left == adjoint else range(k - 1, -1, -1)
+    for i in order:
+        v = V.narrow(-1, i, 1)
+        t = tau.narrow(-1, i, 1).unsqueeze(-1)
+        if adjoint and t.dtype.is_complex:
+            t = t.conj()
+        if left:
+            C = C - (t * v).matmul(_h(v).matmul(C))
+        else:
+            C = C - C.matmul(v).matmul(t * _h(v))
+    return C
+
+
+def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
+    """``linalg.householder_product``: the first ``n`` columns of ``H_1 ... H_k``."""
+    name = "torch.linalg.householder_product"
+    if A.dim() < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    m, n = A._shape[-2:]
+    if m < n:
+        raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    if tau._shape[-1:] and n < tau._shape[-1]:
+        raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to "
+                           "tau.shape[-1]")
+    if tau.dim() != A.dim() - 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but "
+                           f"got tau.ndim equal to {tau.dim()} and input.ndim is equal to "
+                           f"{A.dim()}")
+    if tau._shape[:-1] != A._shape[:-2]:
+        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to "
+                           f"input.shape[:-2], but got {list(tau._shape[:-1])}")
+    if tau.dtype is not A.dtype:
+        raise RuntimeError(f"{name}: tau dtype {_tn(tau)} does not match input dtype {_tn(A)}")
+    check_float(name, A, low="orgqr_cpu")
+    k = tau._shape[-1]
+    eye = _eye_like(A, m, n).expand(A._shape)
+    return _done(_apply(_reflectors(A, k), tau, eye, True, False), out)
+
+
+orgqr = householder_product
+
+
+def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
+          transpose: bool = False, *, out=None) -> Tensor:
+    """``op(Q) C`` (``C op(Q)`` when not ``left``) for ``Q`` given as geqrf's reflectors
+    ``input`` and ``tau = input2``; ``op`` is the conjugate transpose when ``transpose``."""
+    A, tau, C = input, input2, input3
+    for label, t in (("input", A), ("other", C)):
+        if t.dim() < 2:
+            raise RuntimeError(f"torch.ormqr: {label} must have at least 2 dimensions.")
+    rows = C._shape[-2] if left else C._shape[-1]
+    if tau._shape[-1] > min(rows, A._shape[-1]):
+        raise RuntimeError("torch.ormqr: tau.shape[-1] must be less than or equal to "
+                           f"{'other.shape[-2]' if left else 'other.shape[-1]'}")
+    if A._shape[-2] != rows:
+        raise RuntimeError(f"torch.ormqr: {'other.shape[-2]' if left else 'other.shape[-1]'} "
+                           "must be equal to input.shape[-2]")
+    if C.dtype is not A.dtype:
+        raise RuntimeError("torch.ormqr: Expected input and other to have the same dtype, but "
+                           f"input has dtype{_tn(A)} and other has dtype {_tn(C)}")
+    if tau.dtype is not A.dtype:
+        raise RuntimeError("torch.ormqr: Expected input and tau to have the same dtype, but "
+                           f"input has dtype{_tn(A)} and tau has dtype {_tn(tau)}")
+    check_float("torch.ormqr", A, low="ormqr_cpu")
+    k = tau._shape[-1]
+    return _done(_apply(_reflectors(A, k), tau, C, left, bool(transpose)), out)
+
+
+# -- ldl ----------------------------------------------------------------------------------
+
+def _ldl_meta(A, *, hermitian=False, check_errors=False) -> tuple:
+    check_matrix("torch.linalg.ldl_factor_ex", A)
+    check_square("", A, prefix="torch.linalg.ldl_factor_ex: ")
+    check_float("torch.linalg.ldl_factor_ex", A, low="ldl_factor_cpu")
+    return (TensorSpec(A._shape, A.dtype, A.device),
+            TensorSpec(A._shape[:-1], D.int32, A.device),
+            TensorSpec(A._shape[:-2], D.int32, A.device))
+
+
+def _ldl_cpu(A, *, hermitian=False, check_errors=False) -> tuple:
+    _ldl_meta(A)
+    n = A._shape[-1]
+    ld, piv, info = _np_la.ldl(np.ascontiguousarray(A._np).reshape(-1, n, n),
+                               bool(hermitian) and A.dtype.is_complex)
+    result = (np_result(ld.reshape(A._shape), A.dtype), piv.reshape(A._shape[:-1]),
+              info.reshape(A._shape[:-2]))
+    if check_errors:
+        raise_info(Tensor._from_array(result[2]), A.dim() > 2, _ldl_message)
+    return result
+
+
+def _ldl_message(v: int):
+    return RuntimeError, ("torch.linalg.ldl_factor_ex: {where}The factorization could not be "
+                          f"completed because the input is singular (D[{v},{v}] is zero).")
+
+
+linalg_ldl_factor_ex_op = defop("linalg_ldl_factor_ex", meta=_ldl_meta, cpu=_ldl_cpu,
+                                differentiable=False, extra={"method": False})
+
+
+def linalg_ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False,
+                         out=None):
+    """``(LD, pivots, info)``: LAPACK's sytrf (Bunch-Kaufman), lower, packed."""
+    return _outs("linalg_ldl_factor_ex",
+                 tuple(linalg_ldl_factor_ex_op(A, hermitian=hermitian,
+                                               check_errors=check_errors)), out)
+
+
+def linalg_ldl_factor(A: Tensor, *, hermitian: bool = False, out=None):
+    """``(LD, pivots)``; raises for a singular ``D`` (torch reports LAPACK's code)."""
+    LD, piv, info = linalg_ldl_factor_ex_op(A, hermitian=hermitian)
+    bad = [(b, v) for b, v in enumerate(info.reshape(-1).cpu()._np) if v]
+    if bad:
+        raise RuntimeError(
+            'false INTERNAL ASSERT FAILED at "/__w/pytorch/pytorch/aten/src/ATen/native/'
+            'BatchLinearAlgebra.cpp":1642, please report a bug to PyTorch. '
+            f"torch.linalg.ldl_factor: Unknown error code: {int(bad[0][1])}.")
+    return _outs("linalg_ldl_factor", (LD, piv), out)
+
+
+def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False,
+                     out=None) -> Tensor:
+    """``A^{-1} B`` from ``ldl_factor``'s output (sytrs, on the CPU)."""
+    check_matrix("torch.linalg.ldl_solve", LD, "LD")
+    check_matrix("torch.linalg.ldl_solve", B, "B")
+    if pivots.dtype is not D.int32:
+        raise RuntimeError("torch.linalg.ldl_solve: Expected pivots to be integers. Got "
+                           f"{_tn(pivots)}")
+    if LD.dtype is not B.dtype:
+        raise RuntimeError(f"torch.linalg.ldl_solve: LD dtype {_tn(LD)} does not match b dtype "
+                           f"{_tn(B)}")
+    if LD.device.type != "cpu":
+        raise NotImplementedError("refimpl has no CUDA kernel for 'linalg.ldl_solve' (cuSOLVER "
+                                  "has no sytrs); no CPU fallback is used")
+    from refimpl.ops._helpers import broadcast_shapes
+
+    n = LD._shape[-1]
+    batch = broadcast_shapes(LD._shape[:-2], B._shape[:-2])
+    ld = np.broadcast_to(LD._np, (*batch, n, n)).reshape(-1, n, n)
+    pv = np.broadcast_to(pivots._np, (*batch, n)).reshape(-1, n)
+    b = np.broadcast_to(B._np, (*batch, *B._shape[-2:])).reshape(-1, *B._shape[-2:])
+    x = np.stack([_ldl_solve_one(ld[i], pv[i], b[i], hermitian and LD.dtype.is_complex)
+                  for i in range(ld.shape[0])]) if ld.shape[0] else b.copy()
+    return _done(Tensor._from_array(np_result(x.reshape(*batch, *B._shape[-2:]), LD.dtype)),
+                 out)
+
+
+def _ldl_solve_one(ld: np.ndarray, piv: np.ndarray, b: np.ndarray, herm: bool) -> np.ndarray:
+    """Rebuild ``P L D L^T P^T`` from the packed factor and solve with it."""
+    n = ld.shape[0]
+    L = np.eye(n, dtype=ld.dtype)
+    Dm = np.zeros_like(ld)
+    perm = np.arange(n)
+    k = 0
+    while k < n:
+        if piv[k] > 0:
+            Dm[k, k] = ld[k, k]
+            L[k + 1:, k] = ld[k + 1:, k]
+            step, kp = 1, piv[k] - 1
+        else:
+            Dm[k:k + 2, k:k + 2] = [[ld[k, k], 0], [ld[k + 1, k], ld[k + 1, k + 1]]]
+            Dm[k, k + 1] = np.conj(ld[k + 1, k]) if herm else ld[k + 1, k]
+            L[k + 2:, k:k + 2] = ld[k + 2:, k:k + 2]
+            step, kp = 2, -piv[k] - 1
+        kk = k + step - 1
+        swap = np.arange(n)
+        swap[[kk, kp]] = swap[[kp, kk]]
+        perm = perm[swap] if kp != kk else perm
+        L[[kk, kp], :k] = L[[kp, kk], :k] if kp != kk else L[[kk, kp], :k]
+        k += step
+    Lt = L.conj().T if herm else L.T
+    A = L @ Dm @ Lt
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(n)
+    return np.linalg.solve(A, b[perm])[inv]
+
+
+# -- tensorinv, tensorsolve, vander, matrix_exp --------------------------------------------
+
+def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
+    """The inverse of ``A`` seen as a matrix ``prod(shape[:ind]) x prod(shape[ind:])``."""
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = math.prod(A._shape[:ind]), math.prod(A._shape[ind:])
+    if rows != cols:
+        raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {cols} != {rows}")
+    from refimpl.ops.linalg_functions import inverse
+
+    inv = inverse(A.reshape(rows, cols))
+    return _done(inv.reshape(*A._shape[ind:], *A._shape[:ind]), out)
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
+    """``X`` with ``tensordot(A, X, X.ndim) = B``; ``dims`` of A move to the end first."""
+    if dims is not None:
+        nd = A.dim()
+        dims = [d % nd for d in dims]
+        A = A.permute(*[d for d in range(nd) if d not in dims], *dims)
+    rows = math.prod(B._shape)
+    rest = A._shape[B.dim():]
+    cols = math.prod(rest)
+    if rows != cols:
+        raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[other.ndim:"
+                           f"]) == prod(self.shape[:other.ndim]), but got {cols} != {rows}")
+    from refimpl.ops.linalg_factor import linalg_solve
+
+    x = linalg_solve(A.reshape(rows, cols), B.reshape(rows))
+    return _done(x.reshape(rest), out)
+
+
+def vander(x: Tensor, *, N: int | None = None) -> Tensor:
+    """``linalg.vander``: columns ``x**0, x**1, ..., x**(N-1)`` (N = x.shape[-1] default)."""
+    if x.dim() < 1:
+        raise RuntimeError("N must be greater than 1.")
+    if x.dtype is D.bool_:
+        raise RuntimeError("linalg.vander supports floating point, complex, and integer "
+                           f"tensors, but got {_tn(x)}")
+    n = x._shape[-1] if N is None else N
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    from refimpl.ops.shape import cat
+
+    dt = D.int64 if x.dtype.category <= 1 else x.dtype
+    base = x.to(dt).unsqueeze(-1)
+    powers = base.expand(*x._shape, n - 1).cumprod(-1)
+    return cat([base.new_ones((*x._shape, 1)), powers], -1)
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """``exp(A)``: a degree-18 Taylor polynomial of ``A / 2^s`` squared ``s`` times, ``s``
+    chosen from the largest 1-norm of the batch (read back from the device: a sync)."""
+    name = "linalg.matrix_exp"
+    check_matrix(name, A)
+    check_square("", A, prefix=f"{name}: ")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {_tn(A)}")
+    n = A._shape[-1]
+    if A.numel() == 0:
+        return A.clone()
+    if n == 1:
+        return A.exp()
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        norm = float(A.detach().abs().sum(-2).amax().cpu().item())
+    s = 0 if not math.isfinite(norm) or norm <= 0.5 else math.ceil(math.log2(norm / 0.5))
+    X = A / (2.0 ** s) if s else A
+    eye = _eye_like(A, n, n)
+    result, term = eye + X, X
+    for i in range(2, 19):
+        term = term.matmul(X) / i
+        result = result + term
+    for _ in range(s):
+        result = result.matmul(result)
+    return result
+
+
+__all__ = ["geqrf", "matrix_exp", "orgqr", "ormqr", "qr"]
+TENSOR_METHODS = ("geqrf", "matrix_exp", "orgqr", "ormqr", "qr")
