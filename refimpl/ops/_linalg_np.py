@@ -149,9 +149,9 @@ def _ldl_one(w: np.ndarray, piv: np.ndarray, herm: bool) -> int:
                 else:
                     kp, size = imax, 2
             kk = k + size - 1
-            if kp != kk:
-                full[[kk, kp]] = full[[kp, kk]]
-                full[:, [kk, kp]] = full[:, [kp, kk]]
+            if kp != kk:  # LAPACK swaps the trailing block only, not L's earlier columns
+                full[[kk, kp], k:] = full[[kp, kk], k:]
+                full[k:, [kk, kp]] = full[k:, [kp, kk]]
             if size == 1:
                 d = full[k, k].real if herm else full[k, k]
                 l_col = full[k + 1:, k] / d
@@ -170,3 +170,46 @@ def _ldl_one(w: np.ndarray, piv: np.ndarray, herm: bool) -> int:
             k += size
     w[...] = np.tril(full)
     return info
+
+
+def flat(arr: np.ndarray, *tail: int) -> np.ndarray:
+    """``arr`` as a contiguous ``(batch, *tail)`` array (an empty batch included)."""
+    lead = arr.shape[:arr.ndim - len(tail)]
+    return np.ascontiguousarray(arr).reshape((int(np.prod(lead, dtype=np.int64)), *tail))
+
+
+def ldl_solve(ld: np.ndarray, piv: np.ndarray, b: np.ndarray, herm: bool) -> np.ndarray:
+    """sytrs/hetrs (lower) for one packed factor: interchanges and ``L`` column by column,
+    the 1x1/2x2 blocks of ``D``, then ``L^T`` (``L^H``) and the interchanges backwards."""
+    n = ld.shape[0]
+    cj = np.conj if herm else (lambda v: v)
+    x = b.astype(np.result_type(ld, b), copy=True)
+    k = 0
+    while k < n:
+        if piv[k] > 0:
+            kp = piv[k] - 1
+            x[[k, kp]] = x[[kp, k]]
+            x[k + 1:] -= np.outer(ld[k + 1:, k], x[k])
+            x[k] /= ld[k, k].real if herm else ld[k, k]
+            k += 1
+        else:
+            kp = -piv[k] - 1
+            x[[k + 1, kp]] = x[[kp, k + 1]]
+            x[k + 2:] -= np.outer(ld[k + 2:, k], x[k]) + np.outer(ld[k + 2:, k + 1], x[k + 1])
+            d = np.array([[ld[k, k], cj(ld[k + 1, k])], [ld[k + 1, k], ld[k + 1, k + 1]]])
+            x[k:k + 2] = np.linalg.solve(d, x[k:k + 2])
+            k += 2
+    k = n - 1
+    while k >= 0:
+        if piv[k] > 0:
+            x[k] -= cj(ld[k + 1:, k]) @ x[k + 1:]
+            kp = piv[k] - 1
+            x[[k, kp]] = x[[kp, k]]
+            k -= 1
+        else:
+            x[k] -= cj(ld[k + 1:, k]) @ x[k + 1:]
+            x[k - 1] -= cj(ld[k + 1:, k - 1]) @ x[k + 1:]
+            kp = -piv[k] - 1
+            x[[k, kp]] = x[[kp, k]]
+            k -= 2
+    return x

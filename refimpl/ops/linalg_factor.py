@@ -22,6 +22,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
+from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._helpers import broadcast_shapes, np_result
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
@@ -128,7 +129,7 @@ def _lu_cpu(A, *, pivot=True, check_errors=False) -> tuple:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     m, n = A._shape[-2:]
     batch = A._shape[:-2]
-    lu, piv, info = _np_la.lu(np.ascontiguousarray(A._np).reshape(-1, m, n))
+    lu, piv, info = _np_la.lu(_flat(A._np, m, n))
     result = (np_result(lu.reshape(A._shape), A.dtype), piv.reshape(*batch, min(m, n)),
               info.reshape(batch))
     if check_errors:
@@ -241,7 +242,7 @@ def lu_permutation(piv: Tensor, m: int) -> Tensor:
     A[perm[i]]``. CPU: numpy; CUDA: the swaps run as gather/scatter kernels on the device."""
     batch, k = piv._shape[:-1], piv._shape[-1]
     if piv.device.type == "cpu":
-        perm = _np_la.permutation(np.ascontiguousarray(piv._np).reshape(-1, k), m)
+        perm = _np_la.permutation(_flat(piv._np, k), m)
         return Tensor._from_array(perm.reshape(*batch, m))
     import refimpl
     from refimpl.autograd.grad_mode import no_grad

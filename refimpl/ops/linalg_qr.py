@@ -20,6 +20,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
+from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._helpers import np_result
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
@@ -237,6 +238,8 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
     check_float(name, A, low="orgqr_cpu")
     k = tau._shape[-1]
     eye = _eye_like(A, m, n).expand(A._shape)
+    if k == 0:  # no reflector: the identity, still connected to A's graph (zero gradient)
+        eye = eye + A * 0
     return _done(_apply(_reflectors(A, k), tau, eye, True, False), out)
 
 
@@ -253,8 +256,8 @@ def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
             raise RuntimeError(f"torch.ormqr: {label} must have at least 2 dimensions.")
     rows = C._shape[-2] if left else C._shape[-1]
     if tau._shape[-1] > min(rows, A._shape[-1]):
-        raise RuntimeError("torch.ormqr: tau.shape[-1] must be less than or equal to "
-                           f"{'other.shape[-2]' if left else 'other.shape[-1]'}")
+        raise RuntimeError("torch.ormqr: tau.shape[-1] must be equal to min(other.shape["
+                           f"{-2 if left else -1}], input.shape[-1])")
     if A._shape[-2] != rows:
         raise RuntimeError(f"torch.ormqr: {'other.shape[-2]' if left else 'other.shape[-1]'} "
                            "must be equal to input.shape[-2]")
@@ -283,7 +286,7 @@ def _ldl_meta(A, *, hermitian=False, check_errors=False) -> tuple:
 def _ldl_cpu(A, *, hermitian=False, check_errors=False) -> tuple:
     _ldl_meta(A)
     n = A._shape[-1]
-    ld, piv, info = _np_la.ldl(np.ascontiguousarray(A._np).reshape(-1, n, n),
+    ld, piv, info = _np_la.ldl(_flat(A._np, n, n),
                                bool(hermitian) and A.dtype.is_complex)
     result = (np_result(ld.reshape(A._shape), A.dtype), piv.reshape(A._shape[:-1]),
               info.reshape(A._shape[:-2]))
@@ -339,43 +342,13 @@ def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool =
 
     n = LD._shape[-1]
     batch = broadcast_shapes(LD._shape[:-2], B._shape[:-2])
-    ld = np.broadcast_to(LD._np, (*batch, n, n)).reshape(-1, n, n)
-    pv = np.broadcast_to(pivots._np, (*batch, n)).reshape(-1, n)
-    b = np.broadcast_to(B._np, (*batch, *B._shape[-2:])).reshape(-1, *B._shape[-2:])
-    x = np.stack([_ldl_solve_one(ld[i], pv[i], b[i], hermitian and LD.dtype.is_complex)
+    ld = _flat(np.broadcast_to(LD._np, (*batch, n, n)), n, n)
+    pv = _flat(np.broadcast_to(pivots._np, (*batch, n)), n)
+    b = _flat(np.broadcast_to(B._np, (*batch, *B._shape[-2:])), *B._shape[-2:])
+    x = np.stack([_np_la.ldl_solve(ld[i], pv[i], b[i], hermitian and LD.dtype.is_complex)
                   for i in range(ld.shape[0])]) if ld.shape[0] else b.copy()
     return _done(Tensor._from_array(np_result(x.reshape(*batch, *B._shape[-2:]), LD.dtype)),
                  out)
-
-
-def _ldl_solve_one(ld: np.ndarray, piv: np.ndarray, b: np.ndarray, herm: bool) -> np.ndarray:
-    """Rebuild ``P L D L^T P^T`` from the packed factor and solve with it."""
-    n = ld.shape[0]
-    L = np.eye(n, dtype=ld.dtype)
-    Dm = np.zeros_like(ld)
-    perm = np.arange(n)
-    k = 0
-    while k < n:
-        if piv[k] > 0:
-            Dm[k, k] = ld[k, k]
-            L[k + 1:, k] = ld[k + 1:, k]
-            step, kp = 1, piv[k] - 1
-        else:
-            Dm[k:k + 2, k:k + 2] = [[ld[k, k], 0], [ld[k + 1, k], ld[k + 1, k + 1]]]
-            Dm[k, k + 1] = np.conj(ld[k + 1, k]) if herm else ld[k + 1, k]
-            L[k + 2:, k:k + 2] = ld[k + 2:, k:k + 2]
-            step, kp = 2, -piv[k] - 1
-        kk = k + step - 1
-        swap = np.arange(n)
-        swap[[kk, kp]] = swap[[kp, kk]]
-        perm = perm[swap] if kp != kk else perm
-        L[[kk, kp], :k] = L[[kp, kk], :k] if kp != kk else L[[kk, kp], :k]
-        k += step
-    Lt = L.conj().T if herm else L.T
-    A = L @ Dm @ Lt
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(n)
-    return np.linalg.solve(A, b[perm])[inv]
 
 
 # -- tensorinv, tensorsolve, vander, matrix_exp --------------------------------------------
@@ -414,11 +387,11 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
 
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """``linalg.vander``: columns ``x**0, x**1, ..., x**(N-1)`` (N = x.shape[-1] default)."""
-    if x.dim() < 1:
-        raise RuntimeError("N must be greater than 1.")
     if x.dtype is D.bool_:
         raise RuntimeError("linalg.vander supports floating point, complex, and integer "
                            f"tensors, but got {_tn(x)}")
+    if x.dim() == 0:
+        x = x.reshape(1)
     n = x._shape[-1] if N is None else N
     if n <= 1:
         raise RuntimeError("N must be greater than 1.")
@@ -432,7 +405,7 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
 
 def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)``: a degree-18 Taylor polynomial of ``A / 2^s`` squared ``s`` times, ``s``
-    chosen from the largest 1-norm of the batch (read back from the device: a sync)."""
+    chosen per matrix from its 1-norm (the largest ``s`` is read back: a sync on CUDA)."""
     name = "linalg.matrix_exp"
     check_matrix(name, A)
     check_square("", A, prefix=f"{name}: ")
@@ -446,17 +419,20 @@ def matrix_exp(A: Tensor) -> Tensor:
         return A.exp()
     from refimpl.autograd.grad_mode import no_grad
 
-    with no_grad():
-        norm = float(A.detach().abs().sum(-2).amax().cpu().item())
-    s = 0 if not math.isfinite(norm) or norm <= 0.5 else math.ceil(math.log2(norm / 0.5))
-    X = A / (2.0 ** s) if s else A
+    with no_grad():  # per matrix: s = ceil(log2(|A|_1)), at least 0
+        norm = A.detach().abs().sum(-2).amax(-1)
+        steps = norm.log2().ceil().clamp(min=0).nan_to_num(0, 0, 0)
+        most = int(steps.amax().cpu().item()) if steps.numel() else 0
+        scale = (2.0 ** -steps).to(A.dtype).unsqueeze(-1).unsqueeze(-1)
+    X = A * scale
     eye = _eye_like(A, n, n)
     result, term = eye + X, X
     for i in range(2, 19):
         term = term.matmul(X) / i
         result = result + term
-    for _ in range(s):
-        result = result.matmul(result)
+    for i in range(most):
+        live = (steps > i).unsqueeze(-1).unsqueeze(-1)
+        result = result.matmul(result).where(live, result)
     return result
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
+from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._helpers import broadcast_shapes, np_result
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
@@ -182,7 +183,7 @@ def _chol_message(name: str):
 def _chol_cpu(A, *, upper=False, check_errors=False) -> tuple:
     _chol_check("linalg.cholesky", A)
     n = A._shape[-1]
-    a = np.ascontiguousarray(A._np).reshape(-1, n, n)
+    a = _flat(A._np, n, n)
     if upper:  # potrf('U') reads the upper triangle: the lower one of A^H
         a = np.swapaxes(a, -1, -2).conj()
     low, info = _np_la.cholesky(a)
@@ -273,11 +274,12 @@ def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
 
 
 def _chol_solve(B: Tensor, L: Tensor, upper: bool) -> Tensor:
-    if upper:  # A = U^H U
-        y = linalg_solve_triangular(_h(L), B, upper=False)
-        return linalg_solve_triangular(L, y, upper=True)
-    y = linalg_solve_triangular(L, B, upper=False)
-    return linalg_solve_triangular(_h(L), y, upper=True)
+    """``A^{-1} B`` for ``A = L L^H`` (``U^H U``) built from the whole factor: torch's
+    gradient treats every entry of ``L`` as part of the product."""
+    from refimpl.ops.linalg_factor import linalg_solve
+
+    A = _h(L).matmul(L) if upper else L.matmul(_h(L))
+    return linalg_solve(A, B)
 
 
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=None) -> Tensor:
