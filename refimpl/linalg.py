@@ -241,24 +241,23 @@ def multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
 
 
 # -- factorisations and solvers (refimpl.ops.linalg_factor, linalg_triangular) -----------
-from refimpl.ops.linalg_factor import LinAlgError  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_inv_ex as inv_ex  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_lu as lu  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_lu_factor as lu_factor  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_lu_factor_ex as lu_factor_ex  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_lu_solve as lu_solve  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_slogdet as slogdet  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_solve as solve  # noqa: E402
-from refimpl.ops.linalg_factor import linalg_solve_ex as solve_ex  # noqa: E402
-from refimpl.ops.linalg_triangular import linalg_cholesky as cholesky  # noqa: E402
-from refimpl.ops.linalg_triangular import linalg_cholesky_ex as cholesky_ex  # noqa: E402
-from refimpl.ops.linalg_triangular import solve_triangular  # noqa: E402
-from refimpl.ops.linalg_qr import householder_product, matrix_exp  # noqa: E402
-from refimpl.ops.linalg_qr import linalg_ldl_factor as ldl_factor  # noqa: E402
-from refimpl.ops.linalg_qr import linalg_ldl_factor_ex as ldl_factor_ex  # noqa: E402
-from refimpl.ops.linalg_qr import linalg_ldl_solve as ldl_solve  # noqa: E402
-from refimpl.ops.linalg_qr import linalg_qr as qr  # noqa: E402
-from refimpl.ops.linalg_qr import tensorinv, tensorsolve, vander  # noqa: E402
+from refimpl.ops.linalg_factor import LinAlgError
+from refimpl.ops.linalg_factor import linalg_inv_ex as inv_ex
+from refimpl.ops.linalg_factor import linalg_lu as lu
+from refimpl.ops.linalg_factor import linalg_lu_factor as lu_factor
+from refimpl.ops.linalg_factor import linalg_lu_factor_ex as lu_factor_ex
+from refimpl.ops.linalg_factor import linalg_lu_solve as lu_solve
+from refimpl.ops.linalg_factor import linalg_slogdet as slogdet
+from refimpl.ops.linalg_factor import linalg_solve as solve
+from refimpl.ops.linalg_factor import linalg_solve_ex as solve_ex
+from refimpl.ops.linalg_qr import householder_product, matrix_exp, tensorinv, tensorsolve, vander
+from refimpl.ops.linalg_qr import linalg_ldl_factor as ldl_factor
+from refimpl.ops.linalg_qr import linalg_ldl_factor_ex as ldl_factor_ex
+from refimpl.ops.linalg_qr import linalg_ldl_solve as ldl_solve
+from refimpl.ops.linalg_qr import linalg_qr as qr
+from refimpl.ops.linalg_triangular import linalg_cholesky as cholesky
+from refimpl.ops.linalg_triangular import linalg_cholesky_ex as cholesky_ex
+from refimpl.ops.linalg_triangular import solve_triangular
 
 __all__ += ["LinAlgError", "cholesky", "cholesky_ex", "householder_product", "inv_ex",
             "ldl_factor", "ldl_factor_ex", "ldl_solve", "lu", "lu_factor", "lu_factor_ex",

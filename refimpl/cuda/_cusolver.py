@@ -80,7 +80,7 @@ def _fn(t: Tensor, name: str):
     if t.dtype.name not in _PREFIX:
         raise NotImplementedError(f"cuSOLVER has no '{name}' for {t.dtype}")
     if t.dtype.is_complex:
-        name = {"orgqr": "ungqr", "ormqr": "unmqr"}.get(name, name)
+        name = name.replace("orgqr", "ungqr").replace("ormqr", "unmqr")
     return getattr(_lib(), _PREFIX[t.dtype.name] + name)
 
 

@@ -22,8 +22,8 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
-from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._helpers import broadcast_shapes, np_result
+from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
 from refimpl.ops.linalg_functions import _LinAlgError
@@ -84,6 +84,15 @@ def raise_info(info: Tensor, batched: bool, message) -> None:
         where = f"(Batch element {b}): " if batched else ""
         exc, text = message(v)
         raise exc(text.format(where=where))
+
+
+def cuda_no_grad(*tensors: Tensor) -> bool:
+    """CUDA operands that no gradient will flow through: cuSOLVER's routine runs as is
+    (with gradients, the differentiable composite of refimpl ops runs instead)."""
+    from refimpl.autograd.grad_mode import is_grad_enabled
+
+    return tensors[0].device.type == "cuda" and not (
+        is_grad_enabled() and any(t.requires_grad for t in tensors))
 
 
 def _cusolver():
@@ -377,10 +386,7 @@ def _lu_solve_left(LU: Tensor, pivots: Tensor, B: Tensor, adjoint: bool) -> Tens
     B = B.expand(*batch, *B._shape[-2:])
     LU = LU.expand(*batch, n, n)
     pivots = pivots.expand(*batch, n)
-    from refimpl.autograd.grad_mode import is_grad_enabled
-
-    if LU.device.type == "cuda" and not (is_grad_enabled() and (
-            LU.requires_grad or B.requires_grad)):
+    if cuda_no_grad(LU, B):
         return _cusolver().lu_solve(LU, pivots, B, adjoint)
     perm = lu_permutation(pivots, n).unsqueeze(-1)
     unit = _eye_like(LU, n, n)

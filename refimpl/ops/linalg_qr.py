@@ -6,7 +6,8 @@ linalg.tensorinv, tensorsolve, linalg.vander, matrix_exp.
 geqrf/orgqr, so signs agree with torch; CUDA: cuSOLVER geqrf + orgqr) and torch's
 backward. ``geqrf`` is a kernel-only op (not differentiable, as in torch).
 ``householder_product`` and ``ormqr`` apply the reflectors ``H_i = I - tau_i v_i v_i^H``
-with refimpl products (any device, differentiable). ``matrix_exp`` is a degree-18
+with refimpl products (any device, differentiable); on CUDA, when no gradient is
+recorded, they run cuSOLVER's orgqr/ormqr instead, as torch does. ``matrix_exp`` is a degree-18
 Taylor polynomial with scaling and squaring, written in refimpl ops. LDL^H runs sytf2's
 Bunch-Kaufman pivoting on the CPU (``_linalg_np.ldl``); CUDA has no kernel for it yet.
 """
@@ -20,8 +21,8 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
-from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._helpers import np_result
+from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
 from refimpl.ops.linalg_factor import (
@@ -32,6 +33,7 @@ from refimpl.ops.linalg_factor import (
     check_float,
     check_matrix,
     check_square,
+    cuda_no_grad,
     raise_info,
 )
 from refimpl.ops.linalg_triangular import linalg_solve_triangular
@@ -85,7 +87,7 @@ def _qr_cuda(A, mode="reduced") -> tuple:
 
     with no_grad():
         packed, tau = _cusolver().geqrf(A)
-        R = packed.narrow(-2, 0, r_shape[-2]).triu() if r_shape[-2] <= A._shape[-2] else None
+        R = packed.narrow(-2, 0, r_shape[-2]).triu()
         if mode == "r":
             return A.new_empty((0,)), R.contiguous()
         Q = _cusolver().orgqr(packed, tau, q_shape[-1])
@@ -237,6 +239,8 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
         raise RuntimeError(f"{name}: tau dtype {_tn(tau)} does not match input dtype {_tn(A)}")
     check_float(name, A, low="orgqr_cpu")
     k = tau._shape[-1]
+    if cuda_no_grad(A, tau):
+        return _done(_cusolver().orgqr(A, tau, n), out)
     eye = _eye_like(A, m, n).expand(A._shape)
     if k == 0:  # no reflector: the identity, still connected to A's graph (zero gradient)
         eye = eye + A * 0
@@ -269,7 +273,12 @@ def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
                            f"input has dtype{_tn(A)} and tau has dtype {_tn(tau)}")
     check_float("torch.ormqr", A, low="ormqr_cpu")
     k = tau._shape[-1]
+    if cuda_no_grad(A, tau, C):
+        batch = C._shape[:-2]
+        return _done(_cusolver().ormqr(A.expand(*batch, *A._shape[-2:]),
+                                       tau.expand(*batch, k), C, left, bool(transpose)), out)
     return _done(_apply(_reflectors(A, k), tau, C, left, bool(transpose)), out)
+
 
 
 # -- ldl ----------------------------------------------------------------------------------
@@ -405,7 +414,8 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
 
 def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)``: a degree-18 Taylor polynomial of ``A / 2^s`` squared ``s`` times, ``s``
-    chosen per matrix from its 1-norm (the largest ``s`` is read back: a sync on CUDA)."""
+    chosen per matrix from its 1-norm (the largest ``s`` is read back: a sync on CUDA);
+    single precision is evaluated in double precision and rounded once."""
     name = "linalg.matrix_exp"
     check_matrix(name, A)
     check_square("", A, prefix=f"{name}: ")
@@ -424,8 +434,9 @@ def matrix_exp(A: Tensor) -> Tensor:
         steps = norm.log2().ceil().clamp(min=0).nan_to_num(0, 0, 0)
         most = int(steps.amax().cpu().item()) if steps.numel() else 0
         scale = (2.0 ** -steps).to(A.dtype).unsqueeze(-1).unsqueeze(-1)
-    X = A * scale
-    eye = _eye_like(A, n, n)
+    wide = {D.float32: D.float64, D.complex64: D.complex128}.get(A.dtype)
+    X = (A.to(wide) if wide else A) * scale.to(wide or A.dtype)
+    eye = _eye_like(X, n, n)
     result, term = eye + X, X
     for i in range(2, 19):
         term = term.matmul(X) / i
@@ -433,7 +444,7 @@ def matrix_exp(A: Tensor) -> Tensor:
     for i in range(most):
         live = (steps > i).unsqueeze(-1).unsqueeze(-1)
         result = result.matmul(result).where(live, result)
-    return result
+    return result.to(A.dtype) if wide else result
 
 
 __all__ = ["geqrf", "matrix_exp", "orgqr", "ormqr", "qr"]

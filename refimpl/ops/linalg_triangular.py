@@ -18,8 +18,8 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
-from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._helpers import broadcast_shapes, np_result
+from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
 from refimpl.ops.linalg_factor import (
