@@ -228,14 +228,15 @@ def _lu_jvp(ctx, dA, *_):
         x = c.tril(-1)
         du1 = c.triu().matmul(U1)
         du2 = g.narrow(-1, k, n - k) - x.matmul(U2)
-        return L.matmul(x) + cat([du1, du2], -1)
+        lower = L.matmul(x)
+        return cat([lower, lower.new_zeros((*lower._shape[:-1], n - k))], -1) + cat([du1, du2], -1)
     h = _tri_solve(U, pt_da, upper=True, left=False)
     L1, L2 = L.narrow(-2, 0, k), L.narrow(-2, k, m - k)
     c = _tri_solve(L1, h.narrow(-2, 0, k), upper=False, unitriangular=True)
     du = c.triu().matmul(U)
     dl1 = L1.matmul(c.tril(-1))
     dl2 = h.narrow(-2, k, m - k) - L2.matmul(c.triu())
-    return cat([dl1, dl2], -2) + cat([du, du.new_zeros((m - k, n))], -2)
+    return cat([dl1, dl2], -2) + cat([du, du.new_zeros((*du._shape[:-2], m - k, n))], -2)
 
 
 linalg_lu_factor_ex_op = defop(
@@ -376,7 +377,8 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
         raise RuntimeError("linalg.lu_solve: Number of pivots per batch should be same as the "
                            "dimension of the matrix")
     if not left:
-        return _done(_h(linalg_lu_solve(LU, pivots, _h(B), adjoint=not adjoint)), out)
+        x = _h(linalg_lu_solve(LU, pivots, _h(B), adjoint=not adjoint))
+        return _done(x.resolve_conj() if x.dtype.is_complex else x, out)
     return _done(_lu_solve_left(LU, pivots, B, adjoint), out)
 
 

@@ -143,7 +143,15 @@ def linalg_qr(A: Tensor, mode: str = "reduced", *, out=None):
 
 
 def qr(input: Tensor, some: bool = True, *, out=None):
-    """Legacy ``torch.qr``: ``linalg.qr`` with ``some`` choosing reduced or complete."""
+    """Legacy ``torch.qr`` (deprecated): ``linalg.qr``, ``some`` choosing reduced or
+    complete."""
+    import warnings
+
+    warnings.warn(
+        "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future "
+        "PyTorch release.\nThe boolean parameter 'some' has been replaced with a string "
+        "parameter 'mode'.\nQ, R = torch.qr(A, some)\nshould be replaced with\nQ, R = "
+        "torch.linalg.qr(A, 'reduced' if some else 'complete')", UserWarning, stacklevel=2)
     return _outs("qr", tuple(linalg_qr_op(input, "reduced" if some else "complete")), out)
 
 

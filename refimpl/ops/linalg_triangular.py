@@ -213,15 +213,16 @@ def _phi(x: Tensor) -> Tensor:
 
 
 def _chol_backward(ctx, gL, *_):
+    """``L^{-H} M L^{-1}`` with ``T = tril(L^H gL)`` and ``M = (T + tril(T, -1)^H) / 2``."""
     if gL is None:
         return (None,)
     L = ctx.outputs[0]
     if ctx.kwargs.get("upper", False):
         L, gL = _h(L), _h(gL)
-    inner = _phi(_h(L).matmul(gL))
+    low = _h(L).matmul(gL).tril()
+    inner = 0.5 * (low + _h(low.tril(-1)))
     x = linalg_solve_triangular(_h(L), inner, upper=True)
-    gA = linalg_solve_triangular(L, x, upper=False, left=False)
-    return (0.5 * (gA + _h(gA)),)
+    return (linalg_solve_triangular(L, x, upper=False, left=False),)
 
 
 def _chol_jvp(ctx, dA):
