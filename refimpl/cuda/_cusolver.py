@@ -104,6 +104,8 @@ def colmajor_strides(shape: tuple) -> tuple:
 def colmajor(t: Tensor, shape: tuple | None = None) -> Tensor:
     """A fresh copy of ``t`` (broadcast to ``shape``) whose matrices are column-major."""
     shape = tuple(t._shape if shape is None else shape)
+    if t._conj_bit or t._neg_bit:  # lazy conjugate/negative views are materialised first
+        t = t.resolve_conj().resolve_neg()
     strides = colmajor_strides(shape)
     out = Tensor._make(Tensor._empty((_batch(shape),), t.dtype, t.device)._storage, shape,
                        strides, 0, t.dtype)
@@ -162,7 +164,8 @@ def lu_solve(lu: Tensor, piv: Tensor, b: Tensor, adjoint: bool) -> Tensor:
     x = colmajor(b)
     if not x.numel():
         return x
-    lu = lu if lu._stride == colmajor_strides(lu._shape) else colmajor(lu)
+    plain = lu._stride == colmajor_strides(lu._shape) and not (lu._conj_bit or lu._neg_bit)
+    lu = lu if plain else colmajor(lu)
     piv = piv.contiguous()
     h = _handle(_idx(b))
     info = _int32((1,), b)
@@ -225,7 +228,7 @@ def orgqr(v: Tensor, tau: Tensor, cols: int) -> Tensor:
     q = colmajor(v.narrow(-1, 0, cols) if v._shape[-1] >= cols else _padded(v, cols), shape)
     if not q.numel():
         return q
-    tau = tau.contiguous()
+    tau = tau.resolve_conj().contiguous()
     h = _handle(_idx(v))
     lwork = _fn(v, "orgqr_buffer_size")(h, m, cols, k, _ptr(q), m, _ptr(tau))
     work, info = _work(v, lwork), _int32((1,), v)
@@ -254,7 +257,7 @@ def ormqr(v: Tensor, tau: Tensor, c: Tensor, left: bool, transpose: bool) -> Ten
     if not out.numel() or k == 0:
         return out
     v = colmajor(v)
-    tau = tau.contiguous()
+    tau = tau.resolve_conj().contiguous()
     h = _handle(_idx(c))
     side = _LEFT if left else _RIGHT
     trans = _OP[("C" if c.dtype.is_complex else "T") if transpose else "N"]
