@@ -294,3 +294,49 @@ def trsm(a: Tensor, b: Tensor, upper: bool, unit: bool) -> Tensor:
            n, nrhs, alpha.ctypes.data, _ptr(a) + i * n * n * isz, n,
            _ptr(x) + i * n * nrhs * isz, n)
     return x
+
+
+def ldl_factor(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """sytrf (lower, Bunch-Kaufman) on each symmetric matrix: (factor column-major with the
+    upper triangle zeroed, LAPACK's int32 pivots, int32 infos)."""
+    n = a._shape[-1]
+    batch = a._shape[:-2]
+    fac = colmajor(a)
+    piv, info = _int32((*batch, n), a), _int32(batch, a)
+    if not fac.numel():
+        _tensor_ops.fill_(info, 0)
+        return fac, piv, info
+    h = _handle(_idx(a))
+    lwork = _fn(a, "sytrf_buffer_size")(h, n, _ptr(fac), n)
+    work = _work(a, lwork)
+    fn = _fn(a, "sytrf")
+    size = n * n * a.dtype.itemsize
+    for b in range(_batch(batch)):
+        fn(h, _LOWER, n, _ptr(fac) + b * size, n, _ptr(piv) + b * n * 4, _ptr(work), lwork,
+           _ptr(info) + b * 4)
+    return fac, piv, info
+
+
+def ldl_solve(ld: Tensor, piv: Tensor, b: Tensor) -> Tensor:
+    """sytrs (64-bit API) with ``ldl_factor``'s output, batches already broadcast to
+    ``b``'s; column-major result. The pivots go in as int64, as the X API takes them."""
+    n, nrhs = b._shape[-2:]
+    x = colmajor(b)
+    if not x.numel():
+        return x
+    ld = colmajor(ld, (*b._shape[:-2], n, n))
+    piv = piv.long().expand(*b._shape[:-2], n).contiguous()
+    h = _handle(_idx(b))
+    dt = _blas._CUDA_TYPES[b.dtype.name]
+    lib = _lib()
+    dev_bytes, host_bytes = lib.xsytrs_buffer_size(h, _LOWER, n, nrhs, dt, _ptr(ld), n,
+                                                   _ptr(piv), dt, _ptr(x), n)
+    dev = Tensor._empty((max(int(dev_bytes), 1),), D.uint8, b.device)
+    host = np.empty(max(int(host_bytes), 1), np.uint8)
+    info = _int32((1,), b)
+    isz = b.dtype.itemsize
+    for i in range(_batch(b._shape[:-2])):
+        lib.xsytrs(h, _LOWER, n, nrhs, dt, _ptr(ld) + i * n * n * isz, n,
+                   _ptr(piv) + i * n * 8, dt, _ptr(x) + i * n * nrhs * isz, n, _ptr(dev),
+                   int(dev_bytes), host.ctypes.data, int(host_bytes), _ptr(info))
+    return x

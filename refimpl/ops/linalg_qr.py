@@ -9,7 +9,8 @@ backward. ``geqrf`` is a kernel-only op (not differentiable, as in torch).
 with refimpl products (any device, differentiable); on CUDA, when no gradient is
 recorded, they run cuSOLVER's orgqr/ormqr instead, as torch does. ``matrix_exp`` is a degree-18
 Taylor polynomial with scaling and squaring, written in refimpl ops. LDL^H runs sytf2's
-Bunch-Kaufman pivoting on the CPU (``_linalg_np.ldl``); CUDA has no kernel for it yet.
+Bunch-Kaufman pivoting on the CPU (``_linalg_np.ldl``) and cuSOLVER's sytrf/Xsytrs on
+CUDA (symmetric only: cuSOLVER has no Hermitian variant).
 """
 
 from __future__ import annotations
@@ -317,8 +318,25 @@ def _ldl_message(v: int):
                           f"completed because the input is singular (D[{v},{v}] is zero).")
 
 
+def _ldl_cuda(A, *, hermitian=False, check_errors=False) -> tuple:
+    _ldl_meta(A)
+    if hermitian and A.dtype.is_complex:
+        raise NotImplementedError(
+            "refimpl has no CUDA kernel for 'linalg.ldl_factor' with hermitian=True on "
+            "complex input (cuSOLVER has no hetrf); no CPU fallback is used")
+    from refimpl.autograd.grad_mode import no_grad
+
+    ld, piv, info = _cusolver().ldl_factor(A)
+    with no_grad():  # sytrf leaves the upper triangle as it was: zero it, as torch does
+        ld = ld.tril()
+    if check_errors:
+        raise_info(info, A.dim() > 2, _ldl_message)
+    return ld, piv, info
+
+
 linalg_ldl_factor_ex_op = defop("linalg_ldl_factor_ex", meta=_ldl_meta, cpu=_ldl_cpu,
-                                differentiable=False, extra={"method": False})
+                                cuda=_ldl_cuda, differentiable=False,
+                                extra={"method": False})
 
 
 def linalg_ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False,
@@ -343,7 +361,8 @@ def linalg_ldl_factor(A: Tensor, *, hermitian: bool = False, out=None):
 
 def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False,
                      out=None) -> Tensor:
-    """``A^{-1} B`` from ``ldl_factor``'s output (sytrs, on the CPU)."""
+    """``A^{-1} B`` from ``ldl_factor``'s output (sytrs: numpy on the CPU, cuSOLVER's
+    Xsytrs on CUDA)."""
     check_matrix("torch.linalg.ldl_solve", LD, "LD")
     check_matrix("torch.linalg.ldl_solve", B, "B")
     if pivots.dtype is not D.int32:
@@ -352,13 +371,17 @@ def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool =
     if LD.dtype is not B.dtype:
         raise RuntimeError(f"torch.linalg.ldl_solve: LD dtype {_tn(LD)} does not match b dtype "
                            f"{_tn(B)}")
-    if LD.device.type != "cpu":
-        raise NotImplementedError("refimpl has no CUDA kernel for 'linalg.ldl_solve' (cuSOLVER "
-                                  "has no sytrs); no CPU fallback is used")
     from refimpl.ops._helpers import broadcast_shapes
 
     n = LD._shape[-1]
     batch = broadcast_shapes(LD._shape[:-2], B._shape[:-2])
+    if LD.device.type == "cuda":
+        if hermitian and LD.dtype.is_complex:
+            raise NotImplementedError(
+                "refimpl has no CUDA kernel for 'linalg.ldl_solve' with hermitian=True on "
+                "complex input (cuSOLVER has no hetrs); no CPU fallback is used")
+        x = _cusolver().ldl_solve(LD, pivots, B.expand(*batch, *B._shape[-2:]))
+        return _done(x, out)
     ld = _flat(np.broadcast_to(LD._np, (*batch, n, n)), n, n)
     pv = _flat(np.broadcast_to(pivots._np, (*batch, n)), n)
     b = _flat(np.broadcast_to(B._np, (*batch, *B._shape[-2:])), *B._shape[-2:])

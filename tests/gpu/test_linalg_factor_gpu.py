@@ -185,3 +185,14 @@ def test_matrix_exp_and_tensor_functions():
     _close(t.linalg.tensorinv(a, ind=2), torch.linalg.tensorinv(qa, ind=2), "float64")
     x, qx = _pair(_arr((2, 4), "float64", 14))
     _close(t.linalg.vander(x), torch.linalg.vander(qx), "float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_ldl_symmetric(dtype):
+    a = _arr((3, 5, 5), dtype, 15)
+    a = a + np.swapaxes(a, -1, -2)
+    (ra, qa), (rb, qb) = _pair(a), _pair(_arr((3, 5, 2), dtype, 16))
+    r_ld, r_piv, r_info = t.linalg.ldl_factor_ex(ra)
+    q_ld, q_piv, q_info = torch.linalg.ldl_factor_ex(qa)
+    _close((r_ld, r_piv, r_info), (q_ld, q_piv, q_info), dtype)
+    _close(t.linalg.ldl_solve(r_ld, r_piv, rb), torch.linalg.ldl_solve(q_ld, q_piv, qb), dtype)
