@@ -258,3 +258,20 @@ def test_legacy_names_and_methods():
         sol = t.triangular_solve(r, r, upper=False)
     _close(sol, torch.triangular_solve(q, q, upper=False))
     assert issubclass(t.linalg.LinAlgError, RuntimeError)
+
+
+def test_factors_are_column_major_as_lapack_returns_them():
+    a, s = _arr((2, 4, 4), "float64", 70), _spd((2, 4, 4), "float64", 71)
+    w, b = _arr((2, 5, 3), "float64", 72), _arr((2, 4, 3), "float64", 73)
+    calls = [lambda m, A, S, W, B: m.linalg.lu_factor(A)[0],
+             lambda m, A, S, W, B: m.linalg.solve(A, B),
+             lambda m, A, S, W, B: m.linalg.cholesky(S),
+             lambda m, A, S, W, B: m.linalg.qr(W)[0],
+             lambda m, A, S, W, B: m.linalg.qr(W)[1],
+             lambda m, A, S, W, B: m.geqrf(W)[0],
+             lambda m, A, S, W, B: m.linalg.solve_triangular(A, B, upper=True),
+             lambda m, A, S, W, B: m.linalg.ldl_factor(S)[0]]
+    for call in calls:
+        got = call(t, *(t.tensor(x) for x in (a, s, w, b)))
+        want = call(torch, *(torch.tensor(x) for x in (a, s, w, b)))
+        assert got.stride() == want.stride()

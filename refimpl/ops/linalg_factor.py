@@ -97,6 +97,17 @@ def cuda_no_grad(*tensors: Tensor) -> bool:
         is_grad_enabled() and any(t.requires_grad for t in tensors))
 
 
+def fortran(arr: np.ndarray, dtype: D.dtype) -> Tensor:
+    """A CPU result whose matrices are column-major, as LAPACK (and torch) returns them."""
+    base = Tensor._from_array(np.ascontiguousarray(np_result(np.swapaxes(arr, -1, -2), dtype)))
+    shape = arr.shape
+    strides, step = [1, max(shape[-2], 1)], shape[-2] * shape[-1]
+    for size in reversed(shape[:-2]):
+        strides.insert(0, step)
+        step *= size
+    return Tensor._make(base._storage, shape, tuple(strides), 0, dtype)
+
+
 def _cusolver():
     from refimpl.cuda import _cusolver
 
@@ -141,7 +152,7 @@ def _lu_cpu(A, *, pivot=True, check_errors=False) -> tuple:
     m, n = A._shape[-2:]
     batch = A._shape[:-2]
     lu, piv, info = _np_la.lu(_flat(A._np, m, n))
-    result = (np_result(lu.reshape(A._shape), A.dtype), piv.reshape(*batch, min(m, n)),
+    result = (fortran(lu.reshape(A._shape), A.dtype), piv.reshape(*batch, min(m, n)),
               info.reshape(batch))
     if check_errors:
         raise_info(Tensor._from_array(result[2]), A.dim() > 2,

@@ -35,6 +35,7 @@ from refimpl.ops.linalg_factor import (
     check_matrix,
     check_square,
     cuda_no_grad,
+    fortran,
     raise_info,
 )
 from refimpl.ops.linalg_triangular import linalg_solve_triangular
@@ -77,9 +78,9 @@ def _qr_cpu(A, mode="reduced") -> tuple:
             else np.zeros(0, a.dtype)
         return np_result(eye, A.dtype), np.zeros(r_shape, a.dtype)
     if mode == "r":
-        return np.zeros(0, a.dtype), np_result(np.linalg.qr(a, mode="r"), A.dtype)
+        return np.zeros(0, a.dtype), fortran(np.linalg.qr(a, mode="r"), A.dtype)
     q, r = np.linalg.qr(a, mode=mode)
-    return np_result(q, A.dtype), np_result(r, A.dtype)
+    return fortran(q, A.dtype), fortran(r, A.dtype)
 
 
 def _qr_cuda(A, mode="reduced") -> tuple:
@@ -88,11 +89,10 @@ def _qr_cuda(A, mode="reduced") -> tuple:
 
     with no_grad():
         packed, tau = _cusolver().geqrf(A)
-        R = packed.narrow(-2, 0, r_shape[-2]).triu()
+        R = _cusolver().colmajor(packed.narrow(-2, 0, r_shape[-2]).triu())
         if mode == "r":
-            return A.new_empty((0,)), R.contiguous()
-        Q = _cusolver().orgqr(packed, tau, q_shape[-1])
-        return Q, R.contiguous()
+            return A.new_empty((0,)), R
+        return _cusolver().orgqr(packed, tau, q_shape[-1]), R
 
 
 def _qr_backward(ctx, gQ, gR):
@@ -179,7 +179,7 @@ def _geqrf_cpu(input) -> tuple:
     if a.size == 0:
         return a.copy(), np.zeros((*a.shape[:-2], min(a.shape[-2:])), a.dtype)
     h, tau = np.linalg.qr(a, mode="raw")
-    return np_result(np.swapaxes(h, -1, -2), input.dtype), np_result(tau, input.dtype)
+    return fortran(np.swapaxes(h, -1, -2), input.dtype), np_result(tau, input.dtype)
 
 
 def _geqrf_cuda(input) -> tuple:
@@ -306,7 +306,7 @@ def _ldl_cpu(A, *, hermitian=False, check_errors=False) -> tuple:
     n = A._shape[-1]
     ld, piv, info = _np_la.ldl(_flat(A._np, n, n),
                                bool(hermitian) and A.dtype.is_complex)
-    result = (np_result(ld.reshape(A._shape), A.dtype), piv.reshape(A._shape[:-1]),
+    result = (fortran(ld.reshape(A._shape), A.dtype), piv.reshape(A._shape[:-1]),
               info.reshape(A._shape[:-2]))
     if check_errors:
         raise_info(Tensor._from_array(result[2]), A.dim() > 2, _ldl_message)
@@ -328,7 +328,7 @@ def _ldl_cuda(A, *, hermitian=False, check_errors=False) -> tuple:
 
     ld, piv, info = _cusolver().ldl_factor(A)
     with no_grad():  # sytrf leaves the upper triangle as it was: zero it, as torch does
-        ld = ld.tril()
+        ld = _cusolver().colmajor(ld.tril())
     if check_errors:
         raise_info(info, A.dim() > 2, _ldl_message)
     return ld, piv, info

@@ -18,7 +18,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
-from refimpl.ops._helpers import broadcast_shapes, np_result
+from refimpl.ops._helpers import broadcast_shapes
 from refimpl.ops._linalg_np import flat as _flat
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.linalg import _h, _tn
@@ -30,6 +30,7 @@ from refimpl.ops.linalg_factor import (
     check_float,
     check_matrix,
     check_square,
+    fortran,
     raise_info,
 )
 from refimpl.ops.linalg_functions import _LinAlgError
@@ -71,7 +72,7 @@ def _tri_cpu(A, B, *, upper, left=True, unitriangular=False) -> np.ndarray:
     else:  # X A = B  <=>  A^T X^T = B^T
         x = np.swapaxes(_np_la.trisolve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2),
                                         not upper, bool(unitriangular)), -1, -2)
-    return np_result(np.broadcast_to(x, shape), dtype)
+    return fortran(np.broadcast_to(x, shape), dtype)
 
 
 def _tri_cuda(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
@@ -188,7 +189,7 @@ def _chol_cpu(A, *, upper=False, check_errors=False) -> tuple:
         a = np.swapaxes(a, -1, -2).conj()
     low, info = _np_la.cholesky(a)
     fac = np.swapaxes(low, -1, -2).conj() if upper else low
-    result = np_result(fac.reshape(A._shape), A.dtype), info.reshape(A._shape[:-2])
+    result = fortran(fac.reshape(A._shape), A.dtype), info.reshape(A._shape[:-2])
     if check_errors:
         raise_info(Tensor._from_array(result[1]), A.dim() > 2,
                    _chol_message("linalg.cholesky_ex"))
@@ -201,7 +202,7 @@ def _chol_cuda(A, *, upper=False, check_errors=False) -> tuple:
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():  # potrf leaves the other triangle as it was: zero it, as torch does
-        fac = fac.triu() if upper else fac.tril()
+        fac = _cusolver().colmajor(fac.triu() if upper else fac.tril())
     if check_errors:
         raise_info(info, A.dim() > 2, _chol_message("linalg.cholesky_ex"))
     return fac, info
