@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
 from refimpl.ops._helpers import broadcast_shapes, np_result
@@ -301,6 +302,7 @@ def linalg_lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = F
                                                **kwargs), out)
 
 
+@composite("linalg_lu_factor")
 def linalg_lu_factor(A: Tensor, *, pivot: bool = True, out=None):
     """``(LU, pivots)``; raises torch's error when a pivot ``U[i, i]`` is exactly zero."""
     _lu_check("torch.linalg.lu_factor", A)
@@ -319,6 +321,7 @@ def _outs(name: str, result: tuple, out):
     return named_result(name, tuple(out), out)
 
 
+@composite("_lu_with_info")
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):
     """Legacy ``torch.lu``: ``(LU, pivots)`` or ``(LU, pivots, infos)`` (deprecated)."""
     import warnings
@@ -333,6 +336,7 @@ def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):
     return _outs("_lu_with_info", (LU, piv, info), out)
 
 
+@composite("lu_unpack")
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
               unpack_pivots: bool = True, *, out=None):
     """``(P, L, U)`` from ``lu_factor``'s output (empty tensors for the parts not asked)."""
@@ -357,6 +361,7 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
     return _outs("lu_unpack", (P, L, U), out)
 
 
+@composite("linalg_lu")
 def linalg_lu(A: Tensor, *, pivot: bool = True, out=None):
     """``(P, L, U)`` with ``A = P L U``."""
     _lu_check("linalg.lu", A)
@@ -373,6 +378,7 @@ def _check_solve_shapes(name: str, A: Tensor, B: Tensor, left: bool) -> None:
                            f"({A._shape[-2]}x{A._shape[-1]} and {B._shape[-2]}x{B._shape[-1]})")
 
 
+@composite("linalg_lu_solve")
 def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
                     adjoint: bool = False, out=None) -> Tensor:
     """``A^{-1} B`` (``B A^{-1}`` when not ``left``; ``A^H`` when ``adjoint``) from
@@ -425,6 +431,7 @@ def _done(result: Tensor, out: Tensor | None) -> Tensor:
     return out
 
 
+@composite("lu_solve")
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tensor:
     """Legacy ``torch.lu_solve(b, LU_data, LU_pivots)`` (deprecated)."""
     return linalg_lu_solve(LU_data, LU_pivots, b, out=out)
@@ -435,6 +442,7 @@ def _solve_message(v: int):
                           "matrix is singular.")
 
 
+@composite("linalg_solve_ex")
 def linalg_solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False,
                     out=None):
     """``(result, info)``: ``X`` with ``A X = B`` (``X A = B`` when not ``left``) and the
@@ -462,6 +470,7 @@ def linalg_solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bo
     return _outs("linalg_solve_ex", (x, info), out)
 
 
+@composite("linalg_solve")
 def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
     """``X`` with ``A X = B`` (``X A = B`` when not ``left``); torch's LinAlgError when a
     matrix is singular (the infos are read: a sync on CUDA, as in torch)."""
@@ -476,6 +485,7 @@ def _inv_message(v: int):
                           "singular.")
 
 
+@composite("linalg_inv_ex")
 def linalg_inv_ex(A: Tensor, *, check_errors: bool = False, out=None):
     """``(inverse, info)``: ``solve_ex(A, I)``, as torch computes it."""
     check_matrix("linalg.inv", A)
@@ -601,11 +611,13 @@ def linalg_slogdet(A: Tensor, *, out=None):
     return _outs("linalg_slogdet", tuple(linalg_slogdet_op(A)), out)
 
 
+@composite("slogdet")
 def slogdet(input: Tensor, *, out=None):
     """``torch.slogdet``: ``linalg.slogdet``."""
     return _outs("slogdet", tuple(linalg_slogdet_op(input)), out)
 
 
+@composite("logdet")
 def logdet(input: Tensor) -> Tensor:
     """``log(det(A))``: NaN for a negative real determinant, ``-inf`` for zero."""
     check_matrix("logdet", input)

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
 from refimpl.ops._helpers import np_result
@@ -143,6 +144,7 @@ def linalg_qr(A: Tensor, mode: str = "reduced", *, out=None):
     return _outs("linalg_qr", tuple(linalg_qr_op(A, mode)), out)
 
 
+@composite("qr")
 def qr(input: Tensor, some: bool = True, *, out=None):
     """Legacy ``torch.qr`` (deprecated): ``linalg.qr``, ``some`` choosing reduced or
     complete."""
@@ -225,6 +227,7 @@ def _apply(V: Tensor, tau: Tensor, C: Tensor, left: bool, adjoint: bool) -> Tens
     return C
 
 
+@composite("linalg_householder_product")
 def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
     """``linalg.householder_product``: the first ``n`` columns of ``H_1 ... H_k``."""
     name = "torch.linalg.householder_product"
@@ -259,6 +262,7 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
 orgqr = householder_product
 
 
+@composite("ormqr")
 def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
           transpose: bool = False, *, out=None) -> Tensor:
     """``op(Q) C`` (``C op(Q)`` when not ``left``) for ``Q`` given as geqrf's reflectors
@@ -347,6 +351,7 @@ def linalg_ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bo
                                                check_errors=check_errors)), out)
 
 
+@composite("linalg_ldl_factor")
 def linalg_ldl_factor(A: Tensor, *, hermitian: bool = False, out=None):
     """``(LD, pivots)``; raises for a singular ``D`` (torch reports LAPACK's code)."""
     LD, piv, info = linalg_ldl_factor_ex_op(A, hermitian=hermitian)
@@ -359,6 +364,7 @@ def linalg_ldl_factor(A: Tensor, *, hermitian: bool = False, out=None):
     return _outs("linalg_ldl_factor", (LD, piv), out)
 
 
+@composite("linalg_ldl_solve")
 def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False,
                      out=None) -> Tensor:
     """``A^{-1} B`` from ``ldl_factor``'s output (sytrs: numpy on the CPU, cuSOLVER's
@@ -393,6 +399,7 @@ def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool =
 
 # -- tensorinv, tensorsolve, vander, matrix_exp --------------------------------------------
 
+@composite("linalg_tensorinv")
 def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     """The inverse of ``A`` seen as a matrix ``prod(shape[:ind]) x prod(shape[ind:])``."""
     if ind <= 0:
@@ -407,6 +414,7 @@ def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     return _done(inv.reshape(*A._shape[ind:], *A._shape[:ind]), out)
 
 
+@composite("linalg_tensorsolve")
 def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
     """``X`` with ``tensordot(A, X, X.ndim) = B``; ``dims`` of A move to the end first."""
     if dims is not None:
@@ -425,6 +433,7 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
     return _done(x.reshape(rest), out)
 
 
+@composite("linalg_vander")
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """``linalg.vander``: columns ``x**0, x**1, ..., x**(N-1)`` (N = x.shape[-1] default)."""
     if x.dtype is D.bool_:
@@ -443,6 +452,7 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     return cat([base.new_ones((*x._shape, 1)), powers], -1)
 
 
+@composite("linalg_matrix_exp")
 def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)``: a degree-18 Taylor polynomial of ``A / 2^s`` squared ``s`` times, ``s``
     chosen per matrix from its 1-norm (the largest ``s`` is read back: a sync on CUDA);

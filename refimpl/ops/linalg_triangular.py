@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops import _linalg_np as _np_la
 from refimpl.ops._helpers import broadcast_shapes
@@ -134,6 +135,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
                                    **kwargs)
 
 
+@composite("triangular_solve")
 def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
                      unitriangular: bool = False, *, out=None):
     """Legacy ``torch.triangular_solve``: ``(solution, cloned_coefficient)`` of
@@ -253,6 +255,7 @@ def linalg_cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = F
                                               **kwargs), out)
 
 
+@composite("linalg_cholesky")
 def linalg_cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
     """The Cholesky factor; torch's LinAlgError for a matrix that is not positive-definite
     (the infos are read: a sync on CUDA, as in torch)."""
@@ -261,6 +264,7 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
     return _done(L, out)
 
 
+@composite("cholesky")
 def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
     """Legacy ``torch.cholesky`` (deprecated): ``linalg.cholesky`` with ``cholesky:`` errors."""
     warnings.warn(
@@ -284,6 +288,7 @@ def _chol_solve(B: Tensor, L: Tensor, upper: bool) -> Tensor:
     return linalg_solve(A, B)
 
 
+@composite("cholesky_solve")
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=None) -> Tensor:
     """``A^{-1} B`` for ``B = input`` and ``A``'s Cholesky factor ``input2``."""
     B, L = input, input2
@@ -303,6 +308,7 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=No
     return _done(_chol_solve(B, L, upper), out)
 
 
+@composite("cholesky_inverse")
 def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
     """``A^{-1}`` from ``A``'s Cholesky factor."""
     check_matrix("cholesky_inverse", input)
