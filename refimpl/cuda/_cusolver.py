@@ -67,8 +67,8 @@ def _handle(idx: int) -> int:
     """This thread's cuSOLVER handle on device ``idx``, bound to its current stream."""
     h = _handles.handles.get(idx)
     lib = _lib()
+    _driver.use_device(idx)  # the calls run in the tensor's device's context
     if h is None:
-        _driver.use_device(idx)
         h = _handles.handles[idx] = lib.create()
     lib.set_stream(h, int(streams.current_stream(idx).cuda_stream))
     return h
