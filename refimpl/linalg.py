@@ -240,14 +240,14 @@ def multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
     return _done(result, out)
 
 
-# -- factorisations and solvers (refimpl.ops.linalg_factor, linalg_triangular) -----------
+# -- factorisations and solvers (refimpl.ops.linalg_factor, _det, _triangular, _qr) ------
+from refimpl.ops.linalg_det import linalg_slogdet as slogdet
 from refimpl.ops.linalg_factor import LinAlgError
 from refimpl.ops.linalg_factor import linalg_inv_ex as inv_ex
 from refimpl.ops.linalg_factor import linalg_lu as lu
 from refimpl.ops.linalg_factor import linalg_lu_factor as lu_factor
 from refimpl.ops.linalg_factor import linalg_lu_factor_ex as lu_factor_ex
 from refimpl.ops.linalg_factor import linalg_lu_solve as lu_solve
-from refimpl.ops.linalg_factor import linalg_slogdet as slogdet
 from refimpl.ops.linalg_factor import linalg_solve as solve
 from refimpl.ops.linalg_factor import linalg_solve_ex as solve_ex
 from refimpl.ops.linalg_qr import householder_product, matrix_exp, tensorinv, tensorsolve, vander

@@ -21,7 +21,7 @@ MODULES = [
     "broadcast", "shape", "indexing", "gather_scatter", "scatter_reduce", "masked",
     "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop", "asserts",
     "nn_activation", "amp_ops",
-    "linalg_factor", "linalg_triangular", "linalg_qr",
+    "linalg_factor", "linalg_det", "linalg_triangular", "linalg_qr",
 ]
 
 loaded: list = []

@@ -7,7 +7,7 @@ pivot, found by a small partial-pivoting elimination of the failing batch elemen
 
 On CUDA, ``linalg_cross`` is built from strided views and the elementwise kernels;
 ``det`` and ``inverse`` factorise with cuSOLVER's getrf (and solve against the identity
-with getrs), through ``refimpl.ops.linalg_factor``.
+with getrs), through ``refimpl.ops.linalg_det``.
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ def _det_jvp(ctx, tangent):
 
 
 def _det_cuda(input) -> Tensor:
-    from refimpl.ops.linalg_factor import det_cuda
+    from refimpl.ops.linalg_det import det_cuda
 
     return det_cuda(input)
 
 
 def _inverse_cuda(input) -> Tensor:
-    from refimpl.ops.linalg_factor import inverse_cuda
+    from refimpl.ops.linalg_det import inverse_cuda
 
     return inverse_cuda(input)
 
