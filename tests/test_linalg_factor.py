@@ -159,6 +159,15 @@ def _raises_like(fn_r, fn_q) -> None:
     lambda m, A: m.linalg.householder_product(A[0, :2], A.new_ones(1)),
     lambda m, A: m.ormqr(A[0], A.new_ones(4), A[0]),
     lambda m, A: m.linalg.tensorinv(A, ind=0),
+    lambda m, A: m.linalg.lu(A.long()),
+    lambda m, A: m.linalg.solve(A.half(), A.half()),
+    lambda m, A: m.cholesky_solve(A.long(), A.long()),
+    lambda m, A: m.linalg.householder_product(A.long(), A[:, 0].long()),
+    lambda m, A: m.linalg.ldl_solve(A, A[..., 0].int(), A.float()),
+    lambda m, A: m.linalg.ldl_solve(A, A[..., 0].int(), A[0, 0]),
+    lambda m, A: m.linalg.solve_triangular(A, A[0, :2], upper=True),
+    lambda m, A: m.triangular_solve(A[0, :2, :2], A),
+    lambda m, A: m.ormqr(A[0], A[0, 0].float(), A[0]),
 ])
 def test_errors_match_torch(call):
     a = np.zeros((2, 3, 3))

@@ -118,7 +118,8 @@ def _lu_check(name: str, A: Tensor) -> None:
     if A.dim() < 2:
         raise RuntimeError(f"{name}: Expected tensor with 2 or more dimensions. Got size: "
                            f"{list(A._shape)} instead")
-    check_float("linalg.lu_factor", A, low="lu_cpu")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex) or A.dtype.itemsize < 4:
+        raise NotImplementedError(f'"lu_cpu" not implemented for \'{_tn(A)}\'')
 
 
 def _lu_specs(A: Tensor) -> tuple:
@@ -302,7 +303,7 @@ def linalg_lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = F
 @composite("linalg_lu_factor")
 def linalg_lu_factor(A: Tensor, *, pivot: bool = True, out=None):
     """``(LU, pivots)``; raises torch's error when a pivot ``U[i, i]`` is exactly zero."""
-    _lu_check("torch.linalg.lu_factor", A)
+    _lu_check("torch.lu_factor", A)
     LU, piv, info = linalg_lu_factor_ex_op(A, pivot=pivot)
     raise_info(info, A.dim() > 2, _lu_message("torch.linalg.lu_factor"))
     return _outs("linalg_lu_factor", (LU, piv), out)
@@ -446,7 +447,7 @@ def linalg_solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bo
     LU factorisation's infos; B is a vector (batch) when it has one dim less than A."""
     check_matrix("linalg.solve", A)
     check_square("", A, prefix="linalg.solve: ")
-    check_float("linalg.solve", A, low="linalg_lu_factor_ex_out")
+    check_float("linalg.solve", A, low="lu_cpu")
     if A.dtype is not B.dtype:
         raise RuntimeError("linalg.solve: Expected A and B to have the same dtype, but found A "
                            f"of type {_tn(A)} and B of type {_tn(B)} instead")

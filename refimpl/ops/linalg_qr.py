@@ -249,7 +249,8 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
                            f"input.shape[:-2], but got {list(tau._shape[:-1])}")
     if tau.dtype is not A.dtype:
         raise RuntimeError(f"{name}: tau dtype {_tn(tau)} does not match input dtype {_tn(A)}")
-    check_float(name, A, low="orgqr_cpu")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex) or A.dtype.itemsize < 4:
+        raise NotImplementedError(f'"orgqr_cpu" not implemented for \'{_tn(A)}\'')
     k = tau._shape[-1]
     if cuda_no_grad(A, tau):
         return _done(_cusolver().orgqr(A, tau, n), out)
@@ -299,7 +300,7 @@ def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
 def _ldl_meta(A, *, hermitian=False, check_errors=False) -> tuple:
     check_matrix("torch.linalg.ldl_factor_ex", A)
     check_square("", A, prefix="torch.linalg.ldl_factor_ex: ")
-    check_float("torch.linalg.ldl_factor_ex", A, low="ldl_factor_cpu")
+    check_float("torch.linalg.ldl_factor_ex", A, low="ldl_factor_kernel_cpu")
     return (TensorSpec(A._shape, A.dtype, A.device),
             TensorSpec(A._shape[:-1], D.int32, A.device),
             TensorSpec(A._shape[:-2], D.int32, A.device))
@@ -369,14 +370,25 @@ def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool =
                      out=None) -> Tensor:
     """``A^{-1} B`` from ``ldl_factor``'s output (sytrs: numpy on the CPU, cuSOLVER's
     Xsytrs on CUDA)."""
-    check_matrix("torch.linalg.ldl_solve", LD, "LD")
-    check_matrix("torch.linalg.ldl_solve", B, "B")
-    if pivots.dtype is not D.int32:
-        raise RuntimeError("torch.linalg.ldl_solve: Expected pivots to be integers. Got "
-                           f"{_tn(pivots)}")
+    name = "torch.linalg.ldl_solve"
+    check_matrix(name, LD)
+    if B.dim() < 2:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(B.dim(), 1)}"
+                         f", {max(B.dim(), 1) - 1}], but got -2)")
+    if pivots.dtype.category > 1 or pivots.dtype is D.bool_:
+        raise RuntimeError(f"{name}: Expected pivots to be integers. Got {_tn(pivots)}")
+    if pivots._shape != LD._shape[:-1]:
+        raise RuntimeError(f"{name}: Expected LD.shape[:-1] and pivots.shape to be the same, "
+                           f"but got pivots with shape {list(pivots._shape)} instead")
+    if LD._shape[-1] != B._shape[-2]:
+        raise RuntimeError(
+            f"Incompatible matrix sizes for {name}: each A matrix is {LD._shape[-2]} by "
+            f"{LD._shape[-1]} but each b matrix is {B._shape[-2]} by {B._shape[-1]}")
     if LD.dtype is not B.dtype:
-        raise RuntimeError(f"torch.linalg.ldl_solve: LD dtype {_tn(LD)} does not match b dtype "
-                           f"{_tn(B)}")
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{_tn(B)} and A of type {_tn(LD)} instead.")
+    check_float(name, LD)
+    pivots = pivots.to(D.int32)
     from refimpl.ops._helpers import broadcast_shapes
 
     n = LD._shape[-1]

@@ -304,7 +304,8 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=No
         raise RuntimeError(
             f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L._shape[-2]} by "
             f"{L._shape[-1]} but each b matrix is {B._shape[-2]} by {B._shape[-1]}")
-    check_float("cholesky_solve", L, low="cholesky_solve_cpu")
+    if not (L.dtype.is_floating_point or L.dtype.is_complex) or L.dtype.itemsize < 4:
+        raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for \'{_tn(L)}\'')
     return _done(_chol_solve(B, L, upper), out)
 
 
