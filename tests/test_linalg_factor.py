@@ -226,6 +226,10 @@ JVP_CASES = {
     "cholesky": (lambda m, A: m.linalg.cholesky(A @ A.mT), (3, 3)),
     "slogdet": (lambda m, A: m.linalg.slogdet(A)[1], (3, 3)),
     "tri": (lambda m, A: m.linalg.solve_triangular(A, A, upper=False), (3, 3)),
+    "qr": (lambda m, A: m.linalg.qr(A).Q + m.linalg.qr(A).R.sum(), (4, 3)),
+    "qr_r": (lambda m, A: m.linalg.qr(A).R, (4, 3)),
+    "qr_wide": (lambda m, A: m.linalg.qr(A).R, (3, 5)),
+    "qr_wide_q": (lambda m, A: m.linalg.qr(A).Q, (3, 5)),
 }
 
 

@@ -133,8 +133,38 @@ def _qr_square_backward(gQ: Tensor, gR: Tensor, Q: Tensor, R: Tensor) -> Tensor:
     return linalg_solve_triangular(_h(R), gQ + Q.matmul(sym), upper=False, left=False)
 
 
+def _qr_jvp(ctx, dA, *_):
+    """Tangents of Q and R: with ``C = Q^H dA R^{-1}`` (square part), ``Q^H dQ`` is the
+    skew-Hermitian ``X`` sharing C's strictly lower triangle, ``dR = (C - X) R``."""
+    mode = ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("mode", "reduced")
+    m, n = ctx.args[0]._shape[-2:]
+    if mode == "r" or (mode == "complete" and m > n):
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                           "and nrows > ncols." if mode == "complete" else
+                           "The derivative of linalg.qr depends on Q, which is not computed "
+                           "when mode='r'. Please use linalg.qr(A, mode='reduced') if you are "
+                           "going to differentiate through linalg.qr.")
+    Q, R = ctx.outputs
+    k = min(m, n)
+    R1, dA1 = R.narrow(-1, 0, k), dA.narrow(-1, 0, k)
+    b = linalg_solve_triangular(R1, dA1, upper=True, left=False)
+    C = _h(Q).matmul(b)
+    low = C.tril(-1)
+    X = low - _h(low)
+    if C.dtype.is_complex:
+        X = X + 1j * C.tril().triu().imag
+    dR1 = (C - X).matmul(R1)
+    dQ = b - Q.matmul(C) + Q.matmul(X)
+    if m >= n:
+        return dQ, dR1
+    from refimpl.ops.shape import cat
+
+    dR2 = _h(Q).matmul(dA.narrow(-1, k, n - k) - dQ.matmul(R.narrow(-1, k, n - k)))
+    return dQ, cat([dR1, dR2], -1)
+
+
 linalg_qr_op = defop("linalg_qr", meta=_qr_meta, cpu=_qr_cpu, cuda=_qr_cuda,
-                     backward=_qr_backward, saves=("inputs", "outputs"),
+                     backward=_qr_backward, jvp=_qr_jvp, saves=("inputs", "outputs"),
                      extra={"method": False})
 
 
