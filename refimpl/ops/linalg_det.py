@@ -68,7 +68,7 @@ def inverse_cuda(input: Tensor) -> Tensor:
         lu_, piv, info = _cusolver().lu_factor(input)
         raise_info(info, input.dim() > 2, _inv_message)
         eye = _eye_like(input, n, n).expand(input._shape)
-        return _cusolver().lu_solve(lu_, piv, eye, False).contiguous()
+        return _cusolver().lu_solve(lu_, piv, eye, False)
 
 
 # -- slogdet, logdet ----------------------------------------------------------------------

@@ -97,8 +97,10 @@ def _zero_pivot(m: np.ndarray) -> int:
 def _inverse_cpu(input) -> np.ndarray:
     _check_square("inv", input)
     arr = input._np
+    from refimpl.ops.linalg_factor import fortran
+
     try:
-        return np_result(np.linalg.inv(arr), input.dtype)
+        return fortran(np.linalg.inv(arr), input.dtype)  # column-major, as LAPACK's
     except np.linalg.LinAlgError:
         flat = arr.reshape(-1, *arr.shape[-2:])
         for b, m in enumerate(flat):
