@@ -288,3 +288,15 @@ def test_factors_are_column_major_as_lapack_returns_them():
         got = call(t, *(t.tensor(x) for x in (a, s, w, b)))
         want = call(torch, *(torch.tensor(x) for x in (a, s, w, b)))
         assert got.stride() == want.stride()
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, A: m.linalg.solve(A, A[:, :1].detach(), out=m.empty(0, dtype=A.dtype)),
+    lambda m, A: m.linalg.lu_factor(A, out=(m.empty(0, dtype=A.dtype),
+                                            m.empty(0, dtype=m.int32))),
+    lambda m, A: m.cholesky_solve(A[:, :1].detach(), A, out=m.empty(0, dtype=A.dtype)),
+])
+def test_out_refuses_inputs_that_require_grad(call):
+    a = _well((3, 3), "float64", 80)
+    _raises_like(lambda: call(t, t.tensor(a, requires_grad=True)),
+                 lambda: call(torch, torch.tensor(a, requires_grad=True)))

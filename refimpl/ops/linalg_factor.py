@@ -309,11 +309,27 @@ def linalg_lu_factor(A: Tensor, *, pivot: bool = True, out=None):
     return _outs("linalg_lu_factor", (LU, piv), out)
 
 
+# the op torch names in its out= autograd error, where it is not the function's own
+_OUT_OPS = {"linalg_lu_factor": "linalg_lu_factor_ex", "linalg_solve_ex": "_linalg_solve_ex",
+            "linalg_solve": "_linalg_solve_ex"}
+
+
+def _check_out_grad(name: str, results) -> None:
+    """torch's error for ``out=`` when the result would need a gradient."""
+    from refimpl.autograd.grad_mode import is_grad_enabled
+
+    if is_grad_enabled() and any(isinstance(r, Tensor) and r.requires_grad for r in results):
+        raise RuntimeError(
+            f"{_OUT_OPS.get(name, name)}(): functions with out=... arguments don't support "
+            "automatic differentiation, but one of the arguments requires grad.")
+
+
 def _outs(name: str, result: tuple, out):
     if out is None:
         return named_result(name, result)
     from refimpl._dispatch import _write_out
 
+    _check_out_grad(name, result)
     for o, r in zip(out, result):
         _write_out(o, r.detach(), name)
     return named_result(name, tuple(out), out)
@@ -395,8 +411,8 @@ def linalg_lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
                            "dimension of the matrix")
     if not left:
         x = _h(linalg_lu_solve(LU, pivots, _h(B), adjoint=not adjoint))
-        return _done(x.resolve_conj() if x.dtype.is_complex else x, out)
-    return _done(_lu_solve_left(LU, pivots, B, adjoint), out)
+        return _done(x.resolve_conj() if x.dtype.is_complex else x, out, "linalg_lu_solve")
+    return _done(_lu_solve_left(LU, pivots, B, adjoint), out, "linalg_lu_solve")
 
 
 def _lu_solve_left(LU: Tensor, pivots: Tensor, B: Tensor, adjoint: bool) -> Tensor:
@@ -420,12 +436,14 @@ def _lu_solve_left(LU: Tensor, pivots: Tensor, B: Tensor, adjoint: bool) -> Tens
     return z.gather(-2, inverse_perm.expand(*z._shape))
 
 
-def _done(result: Tensor, out: Tensor | None) -> Tensor:
+def _done(result: Tensor, out: Tensor | None, name: str) -> Tensor:
+    """``result``, or written into ``out`` (torch's checks) when given; ``name``: the op."""
     if out is None:
         return result
     from refimpl._dispatch import _write_out
 
-    _write_out(out, result.detach(), "linalg")
+    _check_out_grad(name, (result,))
+    _write_out(out, result.detach(), name)
     return out
 
 
@@ -474,7 +492,7 @@ def linalg_solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor
     matrix is singular (the infos are read: a sync on CUDA, as in torch)."""
     x, info = linalg_solve_ex(A, B, left=left)
     raise_info(info, A.dim() > 2, _solve_message)
-    return _done(x, out)
+    return _done(x, out, "linalg_solve")
 
 
 def _inv_message(v: int):

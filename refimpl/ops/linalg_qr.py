@@ -283,11 +283,12 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
         raise NotImplementedError(f'"orgqr_cpu" not implemented for \'{_tn(A)}\'')
     k = tau._shape[-1]
     if cuda_no_grad(A, tau):
-        return _done(_cusolver().orgqr(A, tau, n), out)
+        return _done(_cusolver().orgqr(A, tau, n), out, "linalg_householder_product")
     eye = _eye_like(A, m, n).expand(A._shape)
     if k == 0:  # no reflector: the identity, still connected to A's graph (zero gradient)
         eye = eye + A * 0
-    return _done(_apply(_reflectors(A, k), tau, eye, True, False), out)
+    return _done(_apply(_reflectors(A, k), tau, eye, True, False), out,
+                 "linalg_householder_product")
 
 
 orgqr = householder_product
@@ -320,8 +321,9 @@ def ormqr(input: Tensor, input2: Tensor, input3: Tensor, left: bool = True,
     if cuda_no_grad(A, tau, C):
         batch = C._shape[:-2]
         return _done(_cusolver().ormqr(A.expand(*batch, *A._shape[-2:]),
-                                       tau.expand(*batch, k), C, left, bool(transpose)), out)
-    return _done(_apply(_reflectors(A, k), tau, C, left, bool(transpose)), out)
+                                       tau.expand(*batch, k), C, left, bool(transpose)), out,
+                     "ormqr")
+    return _done(_apply(_reflectors(A, k), tau, C, left, bool(transpose)), out, "ormqr")
 
 
 
@@ -429,14 +431,14 @@ def linalg_ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool =
                 "refimpl has no CUDA kernel for 'linalg.ldl_solve' with hermitian=True on "
                 "complex input (cuSOLVER has no hetrs); no CPU fallback is used")
         x = _cusolver().ldl_solve(LD, pivots, B.expand(*batch, *B._shape[-2:]))
-        return _done(x, out)
+        return _done(x, out, "linalg_ldl_solve")
     ld = _flat(np.broadcast_to(LD._np, (*batch, n, n)), n, n)
     pv = _flat(np.broadcast_to(pivots._np, (*batch, n)), n)
     b = _flat(np.broadcast_to(B._np, (*batch, *B._shape[-2:])), *B._shape[-2:])
     x = np.stack([_np_la.ldl_solve(ld[i], pv[i], b[i], hermitian and LD.dtype.is_complex)
                   for i in range(ld.shape[0])]) if ld.shape[0] else b.copy()
     return _done(Tensor._from_array(np_result(x.reshape(*batch, *B._shape[-2:]), LD.dtype)),
-                 out)
+                 out, "linalg_ldl_solve")
 
 
 # -- tensorinv, tensorsolve, vander, matrix_exp --------------------------------------------
@@ -453,7 +455,7 @@ def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     from refimpl.ops.linalg_functions import inverse
 
     inv = inverse(A.reshape(rows, cols))
-    return _done(inv.reshape(*A._shape[ind:], *A._shape[:ind]), out)
+    return _done(inv.reshape(*A._shape[ind:], *A._shape[:ind]), out, "linalg_tensorinv")
 
 
 @composite("linalg_tensorsolve")
@@ -472,7 +474,7 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
     from refimpl.ops.linalg_factor import linalg_solve
 
     x = linalg_solve(A.reshape(rows, cols), B.reshape(rows))
-    return _done(x.reshape(rest), out)
+    return _done(x.reshape(rest), out, "linalg_tensorsolve")
 
 
 @composite("linalg_vander")

@@ -261,7 +261,7 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
     (the infos are read: a sync on CUDA, as in torch)."""
     L, info = linalg_cholesky_ex_op(A, upper=upper)
     raise_info(info, A.dim() > 2, _chol_message("linalg.cholesky"))
-    return _done(L, out)
+    return _done(L, out, "linalg_cholesky_ex")
 
 
 @composite("cholesky")
@@ -276,7 +276,7 @@ def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
     check_square("", input, prefix="cholesky: ")
     L, info = linalg_cholesky_ex_op(input, upper=upper)
     raise_info(info, input.dim() > 2, _chol_message("cholesky"))
-    return _done(L, out)
+    return _done(L, out, "cholesky")
 
 
 def _chol_solve(B: Tensor, L: Tensor, upper: bool) -> Tensor:
@@ -306,7 +306,7 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=No
             f"{L._shape[-1]} but each b matrix is {B._shape[-2]} by {B._shape[-1]}")
     if not (L.dtype.is_floating_point or L.dtype.is_complex) or L.dtype.itemsize < 4:
         raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for \'{_tn(L)}\'')
-    return _done(_chol_solve(B, L, upper), out)
+    return _done(_chol_solve(B, L, upper), out, "cholesky_solve")
 
 
 @composite("cholesky_inverse")
@@ -319,7 +319,7 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
             f'"cholesky_inverse_out_cpu" not implemented for \'{_tn(input)}\'')
     n = input._shape[-1]
     eye = _eye_like(input, n, n).expand(input._shape)
-    return _done(_chol_solve(eye, input, upper), out)
+    return _done(_chol_solve(eye, input, upper), out, "cholesky_inverse")
 
 
 __all__ = ["cholesky", "cholesky_inverse", "cholesky_solve", "triangular_solve"]
