@@ -24,13 +24,14 @@ Conventions (torch's CUDA backend does the same):
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
-from refimpl.cuda import _blas, _driver, _tensor_ops, streams
+from refimpl.cuda import _blas, _driver, _nvrtc, _tensor_ops, streams
 
 _solver = None
 _PREFIX = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
@@ -340,3 +341,42 @@ def ldl_solve(ld: Tensor, piv: Tensor, b: Tensor) -> Tensor:
                    _ptr(piv) + i * n * 8, dt, _ptr(x) + i * n * nrhs * isz, n, _ptr(dev),
                    int(dev_bytes), host.ctypes.data, int(host_bytes), _ptr(info))
     return x
+
+
+# One thread per matrix replays getrf's row interchanges on the identity order. Pivots
+# outside 1..m are skipped (torch's lu_unpack checks them separately).
+_PERM_SOURCE = r"""
+extern "C" __global__ void lu_permutation(const int* piv, long long* perm, long long batch,
+                                          int k, int m) {
+  long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= batch) return;
+  long long* p = perm + b * m;
+  const int* v = piv + b * k;
+  for (int i = 0; i < m; ++i) p[i] = i;
+  for (int j = 0; j < k; ++j) {
+    int q = v[j] - 1;
+    if (q < 0 || q >= m) continue;
+    long long t = p[j]; p[j] = p[q]; p[q] = t;
+  }
+}
+"""
+
+
+def lu_permutation(piv: Tensor, m: int) -> Tensor:
+    """The int64 row order ``perm`` (``(P^T A)[i] = A[perm[i]]``) of 1-based int32 pivots
+    ``(..., k)``, computed on the device by one NVRTC kernel."""
+    k = piv._shape[-1]
+    batch = _batch(piv._shape[:-1])
+    perm = Tensor._empty((*piv._shape[:-1], m), D.int64, piv.device)
+    if batch == 0 or m == 0:
+        return perm
+    piv = piv.to(D.int32).contiguous()
+    idx = _idx(piv)
+    fn = _nvrtc.get_function(_PERM_SOURCE, "lu_permutation", idx)
+    block = 128
+    grid = (batch + block - 1) // block
+    _driver.launch(idx, fn, (grid, 1, 1), (block, 1, 1),
+                   [ctypes.c_uint64(_ptr(piv)), ctypes.c_uint64(_ptr(perm)),
+                    ctypes.c_longlong(batch), ctypes.c_int(k), ctypes.c_int(m)],
+                   int(streams.current_stream(idx).cuda_stream))
+    return perm

@@ -261,23 +261,14 @@ linalg_lu_factor_ex_op = defop(
 
 def lu_permutation(piv: Tensor, m: int) -> Tensor:
     """The int64 row order ``perm`` of 1-based pivots ``(..., k)``: ``(P^T A)[i] =
-    A[perm[i]]``. CPU: numpy; CUDA: the swaps run as gather/scatter kernels on the device."""
+    A[perm[i]]``. CPU: numpy; CUDA: one NVRTC kernel (a thread per matrix)."""
     batch, k = piv._shape[:-1], piv._shape[-1]
     if piv.device.type == "cpu":
         perm = _np_la.permutation(_flat(piv._np, k), m)
         return Tensor._from_array(perm.reshape(*batch, m))
-    import refimpl
-    from refimpl.autograd.grad_mode import no_grad
-
-    with no_grad():
-        perm = refimpl.arange(m, device=piv.device).expand(*batch, m).contiguous()
-        idx = piv.long() - 1
-        for j in range(k):
-            p = idx.narrow(-1, j, 1)
-            here = perm.narrow(-1, j, 1).clone()
-            perm.narrow(-1, j, 1).copy_(perm.gather(-1, p))
-            perm.scatter_(-1, p, here)
-    return perm
+    if piv.device.type == "cuda":
+        return _cusolver().lu_permutation(piv, m)
+    return piv.new_empty((*batch, m), dtype=D.int64)  # meta: the shape only
 
 
 def _perm_matrix(piv: Tensor, m: int, dtype) -> Tensor:
