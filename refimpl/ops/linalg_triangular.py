@@ -85,7 +85,10 @@ def _tri_cuda(A, B, *, upper, left=True, unitriangular=False) -> Tensor:
     B = B.expand(shape)
     if left:
         return _cusolver().trsm(A, B, bool(upper), bool(unitriangular))
-    return _cusolver().trsm(A.mT, B.mT, not upper, bool(unitriangular)).mT
+    x = _cusolver().trsm(A.mT, B.mT, not upper, bool(unitriangular))
+    # X^T's buffer read with swapped strides: X itself, a fresh tensor (not a view)
+    return Tensor._make(x._storage, (*x._shape[:-2], x._shape[-1], x._shape[-2]),
+                        (*x._stride[:-2], x._stride[-1], x._stride[-2]), x._offset, x.dtype)
 
 
 def _masked(x: Tensor, upper: bool, unit: bool) -> Tensor:
