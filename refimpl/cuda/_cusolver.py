@@ -1,4 +1,5 @@
-"""Dense factorisations on cuSOLVER (and cuBLAS's trsm): LU, Cholesky, QR, triangular solves.
+"""Dense factorisations on cuSOLVER (and cuBLAS's trsm): LU, Cholesky, QR, LDL, triangular
+solves.
 
 cuSOLVER is reached through ``nvmath.bindings.cusolverDn`` (the ``nvmath-python``
 package, as cuBLAS is in ``_blas.py``), imported on the first factorisation, so CPU-only
@@ -197,6 +198,47 @@ def cholesky(a: Tensor, upper: bool) -> tuple[Tensor, Tensor]:
     for b in range(_batch(batch)):
         potrf(h, uplo, n, _ptr(fac) + b * size, n, _ptr(work), lwork, _ptr(info) + b * 4)
     return fac, info
+
+
+def potrs(fac: Tensor, b: Tensor, upper: bool) -> Tensor:
+    """potrs: ``A^{-1} B`` for ``A = L L^H`` (``U^H U`` when ``upper``) from the factor's
+    triangle, batches already broadcast to ``b``'s; column-major result."""
+    n, nrhs = b._shape[-2:]
+    x = colmajor(b)
+    if not x.numel():
+        return x
+    fac = colmajor(fac)
+    h = _handle(_idx(b))
+    info = _int32((1,), b)
+    fn = _fn(b, "potrs")
+    isz = b.dtype.itemsize
+    for i in range(_batch(b._shape[:-2])):
+        fn(h, _UPPER if upper else _LOWER, n, nrhs, _ptr(fac) + i * n * n * isz, n,
+           _ptr(x) + i * n * nrhs * isz, n, _ptr(info))
+    return x
+
+
+def potri(fac: Tensor, upper: bool) -> Tensor:
+    """potri: ``A^{-1}`` from ``A``'s Cholesky factor; potri writes one triangle, the
+    other is filled in as its conjugate transpose (column-major result)."""
+    n = fac._shape[-1]
+    inv = colmajor(fac)
+    if not inv.numel():
+        return inv
+    h = _handle(_idx(fac))
+    uplo = _UPPER if upper else _LOWER
+    lwork = _fn(fac, "potri_buffer_size")(h, uplo, n, _ptr(inv), n)
+    work, info = _work(fac, lwork), _int32((1,), fac)
+    fn = _fn(fac, "potri")
+    size = n * n * fac.dtype.itemsize
+    for b in range(_batch(fac._shape[:-2])):
+        fn(h, uplo, n, _ptr(inv) + b * size, n, _ptr(work), lwork, _ptr(info))
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        half = inv.triu(1) if upper else inv.tril(-1)
+        full = (inv.triu() if upper else inv.tril()) + half.mT.conj()
+        return colmajor(full)
 
 
 def geqrf(a: Tensor) -> tuple[Tensor, Tensor]:

@@ -283,11 +283,21 @@ def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
 
 
 def _chol_solve(B: Tensor, L: Tensor, upper: bool) -> Tensor:
-    """``A^{-1} B`` for ``A = L L^H`` (``U^H U``) built from the whole factor: torch's
-    gradient treats every entry of ``L`` as part of the product."""
-    from refimpl.ops.linalg_factor import linalg_solve
+    """``A^{-1} B`` for ``A = L L^H`` (``U^H U``). On CUDA without a gradient: cuSOLVER's
+    potrs. Otherwise ``A`` is built from the factor and solved by LU: its value reads only
+    L's triangle (as potrs does), while the gradient treats every entry of ``L`` as part
+    of the product, as torch's formula does."""
+    from refimpl.ops._helpers import broadcast_shapes
+    from refimpl.ops.linalg_factor import cuda_no_grad, linalg_solve
 
-    A = _h(L).matmul(L) if upper else L.matmul(_h(L))
+    if cuda_no_grad(L, B):
+        batch = broadcast_shapes(L._shape[:-2], B._shape[:-2])
+        n = L._shape[-1]
+        return _cusolver().potrs(L.expand(*batch, n, n), B.expand(*batch, *B._shape[-2:]),
+                                 upper)
+    other = L.triu(1) if not upper else L.tril(-1)
+    used = (L.triu() if upper else L.tril()) + (other - other.detach())
+    A = _h(used).matmul(used) if upper else used.matmul(_h(used))
     return linalg_solve(A, B)
 
 
@@ -320,6 +330,10 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise NotImplementedError(
             f'"cholesky_inverse_out_cpu" not implemented for \'{_tn(input)}\'')
+    from refimpl.ops.linalg_factor import cuda_no_grad
+
+    if cuda_no_grad(input):
+        return _done(_cusolver().potri(input, upper), out, "cholesky_inverse")
     n = input._shape[-1]
     eye = _eye_like(input, n, n).expand(input._shape)
     return _done(_chol_solve(eye, input, upper), out, "cholesky_inverse")
