@@ -300,3 +300,12 @@ def test_out_refuses_inputs_that_require_grad(call):
     a = _well((3, 3), "float64", 80)
     _raises_like(lambda: call(t, t.tensor(a, requires_grad=True)),
                  lambda: call(torch, torch.tensor(a, requires_grad=True)))
+
+
+def test_cholesky_solve_reads_only_the_factors_triangle():
+    low = np.tril(_arr((3, 3), "float64", 90)) + 3 * np.eye(3)
+    low[0, 2] = 5.0  # not part of the factor: potrs never reads it
+    b = _arr((3, 2), "float64", 91)
+    (rl, ql), (rb, qb) = _pair(low), _pair(b)
+    _close(t.cholesky_solve(rb, rl), torch.cholesky_solve(qb, ql))
+    _close(t.cholesky_inverse(rl), torch.cholesky_inverse(ql))
