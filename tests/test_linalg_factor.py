@@ -309,3 +309,15 @@ def test_cholesky_solve_reads_only_the_factors_triangle():
     (rl, ql), (rb, qb) = _pair(low), _pair(b)
     _close(t.cholesky_solve(rb, rl), torch.cholesky_solve(qb, ql))
     _close(t.cholesky_inverse(rl), torch.cholesky_inverse(ql))
+
+
+def test_fake_tensors_get_shapes_without_reading_infos():
+    from refimpl._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a, b, w = t.empty(2, 4, 4), t.empty(2, 4, 3), t.empty(2, 5, 3)
+        assert t.linalg.solve(a, b).shape == (2, 4, 3)
+        assert t.linalg.cholesky(a).shape == (2, 4, 4)
+        assert [x.shape for x in t.linalg.lu(w)] == [(2, 5, 5), (2, 5, 3), (2, 3, 3)]
+        assert t.matrix_exp(a).shape == (2, 4, 4)
+        assert t.linalg.ldl_factor(a).pivots.shape == (2, 4)

@@ -67,6 +67,13 @@ def check_square(name: str, x: Tensor, label: str = "A", prefix: str = "") -> No
                            f"{x._shape[-2]} by {x._shape[-1]} matrices")
 
 
+def has_data(x: Tensor) -> bool:
+    """Whether ``x`` holds values (not a meta tensor, not a fake tensor's storage)."""
+    from refimpl._storage import UntypedStorage
+
+    return x.device.type != "meta" and x._storage.__class__ is UntypedStorage
+
+
 def batch_where(info: Tensor) -> list[tuple[int, int]]:
     """The (batch index, info) of every non-zero info (reads the device: a sync)."""
     flat = info.detach().reshape(-1).cpu()._np
@@ -76,7 +83,7 @@ def batch_where(info: Tensor) -> list[tuple[int, int]]:
 def raise_info(info: Tensor, batched: bool, message) -> None:
     """Raise ``message(info)`` (prefixed with the batch element) for the first non-zero
     info, as torch's ``_linalg_check_errors``."""
-    if info.device.type == "meta":  # no data to check (torch's meta kernels skip it too)
+    if not has_data(info):  # meta and fake tensors: nothing to check (as torch's meta kernels)
         return
     bad = batch_where(info)
     if bad:
@@ -263,12 +270,12 @@ def lu_permutation(piv: Tensor, m: int) -> Tensor:
     """The int64 row order ``perm`` of 1-based pivots ``(..., k)``: ``(P^T A)[i] =
     A[perm[i]]``. CPU: numpy; CUDA: one NVRTC kernel (a thread per matrix)."""
     batch, k = piv._shape[:-1], piv._shape[-1]
-    if piv.device.type == "cpu":
-        perm = _np_la.permutation(_flat(piv._np, k), m)
-        return Tensor._from_array(perm.reshape(*batch, m))
+    if not has_data(piv):  # meta and fake tensors: the shape only
+        return piv.new_empty((*batch, m), dtype=D.int64)
     if piv.device.type == "cuda":
         return _cusolver().lu_permutation(piv, m)
-    return piv.new_empty((*batch, m), dtype=D.int64)  # meta: the shape only
+    perm = _np_la.permutation(_flat(piv._np, k), m)
+    return Tensor._from_array(perm.reshape(*batch, m))
 
 
 def _perm_matrix(piv: Tensor, m: int, dtype) -> Tensor:

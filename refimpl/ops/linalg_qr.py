@@ -37,6 +37,7 @@ from refimpl.ops.linalg_factor import (
     check_square,
     cuda_no_grad,
     fortran,
+    has_data,
     raise_info,
 )
 from refimpl.ops.linalg_triangular import linalg_solve_triangular
@@ -388,7 +389,8 @@ def linalg_ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bo
 def linalg_ldl_factor(A: Tensor, *, hermitian: bool = False, out=None):
     """``(LD, pivots)``; raises for a singular ``D`` (torch reports LAPACK's code)."""
     LD, piv, info = linalg_ldl_factor_ex_op(A, hermitian=hermitian)
-    bad = [(b, v) for b, v in enumerate(info.reshape(-1).cpu()._np) if v]
+    bad = [(b, v) for b, v in enumerate(info.reshape(-1).cpu()._np) if v] \
+        if has_data(info) else []
     if bad:
         raise RuntimeError(
             'false INTERNAL ASSERT FAILED at "/__w/pytorch/pytorch/aten/src/ATen/native/'
@@ -517,7 +519,7 @@ def matrix_exp(A: Tensor) -> Tensor:
     with no_grad():  # per matrix: s = ceil(log2(|A|_1)), at least 0
         norm = A.detach().abs().sum(-2).amax(-1)
         steps = norm.log2().ceil().clamp(min=0).nan_to_num(0, 0, 0)
-        most = int(steps.amax().cpu().item()) if steps.numel() else 0
+        most = int(steps.amax().cpu().item()) if steps.numel() and has_data(steps) else 0
         scale = (2.0 ** -steps).to(A.dtype).unsqueeze(-1).unsqueeze(-1)
     wide = {D.float32: D.float64, D.complex64: D.complex128}.get(A.dtype)
     X = (A.to(wide) if wide else A) * scale.to(wide or A.dtype)
