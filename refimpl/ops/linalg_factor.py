@@ -98,7 +98,7 @@ def cuda_no_grad(*tensors: Tensor) -> bool:
     (with gradients, the differentiable composite of refimpl ops runs instead)."""
     from refimpl.autograd.grad_mode import is_grad_enabled
 
-    return tensors[0].device.type == "cuda" and not (
+    return tensors[0].device.type == "cuda" and has_data(tensors[0]) and not (
         is_grad_enabled() and any(t.requires_grad for t in tensors))
 
 
