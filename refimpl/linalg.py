@@ -251,3 +251,27 @@ from refimpl.ops.linalg_spectral_solve import cond, lstsq, matrix_rank, pinv
 
 __all__ += ["cond", "eig", "eigh", "eigvals", "eigvalsh", "lstsq", "matrix_rank", "pinv", "svd",
             "svdvals"]
+
+# -- factorisations and solvers (refimpl.ops.linalg_factor, _det, _triangular, _qr) ------
+from refimpl.ops.linalg_det import linalg_slogdet as slogdet
+from refimpl.ops.linalg_factor import LinAlgError
+from refimpl.ops.linalg_factor import linalg_inv_ex as inv_ex
+from refimpl.ops.linalg_factor import linalg_lu as lu
+from refimpl.ops.linalg_factor import linalg_lu_factor as lu_factor
+from refimpl.ops.linalg_factor import linalg_lu_factor_ex as lu_factor_ex
+from refimpl.ops.linalg_factor import linalg_lu_solve as lu_solve
+from refimpl.ops.linalg_factor import linalg_solve as solve
+from refimpl.ops.linalg_factor import linalg_solve_ex as solve_ex
+from refimpl.ops.linalg_qr import householder_product, matrix_exp, tensorinv, tensorsolve, vander
+from refimpl.ops.linalg_qr import linalg_ldl_factor as ldl_factor
+from refimpl.ops.linalg_qr import linalg_ldl_factor_ex as ldl_factor_ex
+from refimpl.ops.linalg_qr import linalg_ldl_solve as ldl_solve
+from refimpl.ops.linalg_qr import linalg_qr as qr
+from refimpl.ops.linalg_triangular import linalg_cholesky as cholesky
+from refimpl.ops.linalg_triangular import linalg_cholesky_ex as cholesky_ex
+from refimpl.ops.linalg_triangular import solve_triangular
+
+__all__ += ["LinAlgError", "cholesky", "cholesky_ex", "householder_product", "inv_ex",
+            "ldl_factor", "ldl_factor_ex", "ldl_solve", "lu", "lu_factor", "lu_factor_ex",
+            "lu_solve", "matrix_exp", "qr", "slogdet", "solve", "solve_ex", "solve_triangular",
+            "tensorinv", "tensorsolve", "vander"]

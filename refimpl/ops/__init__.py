@@ -24,6 +24,7 @@ MODULES = [
     "linalg_spectral", "linalg_spectral_solve", "linalg_spectral_eig",
     "fft", "windows", "spectral",
     "special_ops",
+    "linalg_factor", "linalg_det", "linalg_triangular", "linalg_qr",
 ]
 
 loaded: list = []

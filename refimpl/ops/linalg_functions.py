@@ -6,8 +6,8 @@ Re-exported by ``refimpl.linalg``. ``det`` and ``inverse`` take float32/float64/
 pivot, found by a small partial-pivoting elimination of the failing batch element.
 
 On CUDA, ``linalg_cross`` is built from strided views and the elementwise kernels;
-``det`` and ``inverse`` need an LU factorisation on the device (cuSOLVER), which
-refimpl does not bind yet, so they raise ``NotImplementedError`` saying so.
+``det`` and ``inverse`` factorise with cuSOLVER's getrf (and solve against the identity
+with getrs), through ``refimpl.ops.linalg_det``.
 """
 
 from __future__ import annotations
@@ -63,17 +63,19 @@ def _det_jvp(ctx, tangent):
     return det * (inverse(a) * tangent.transpose(-2, -1)).sum((-2, -1))
 
 
-def _needs_cusolver(name: str):
-    """The CUDA kernel of a factorisation-based function: not available, said plainly."""
-    def kernel(input, *args, **kwargs):
-        raise NotImplementedError(
-            f"refimpl has no CUDA kernel for '{name}': it needs an LU factorisation on the "
-            "device (cuSOLVER's getrf/getrs), which refimpl does not bind yet; no CPU "
-            "fallback is used")
-    return kernel
+def _det_cuda(input) -> Tensor:
+    from refimpl.ops.linalg_det import det_cuda
+
+    return det_cuda(input)
 
 
-det = defop("det", meta=_square_meta("det"), cpu=_det_cpu, cuda=_needs_cusolver("det"),
+def _inverse_cuda(input) -> Tensor:
+    from refimpl.ops.linalg_det import inverse_cuda
+
+    return inverse_cuda(input)
+
+
+det = defop("det", meta=_square_meta("det"), cpu=_det_cpu, cuda=_det_cuda,
             backward=_det_backward,
             jvp=_det_jvp, node="LinalgDetBackward0", saves=("inputs", "outputs"))
 
@@ -95,8 +97,10 @@ def _zero_pivot(m: np.ndarray) -> int:
 def _inverse_cpu(input) -> np.ndarray:
     _check_square("inv", input)
     arr = input._np
+    from refimpl.ops.linalg_factor import fortran
+
     try:
-        return np_result(np.linalg.inv(arr), input.dtype)
+        return fortran(np.linalg.inv(arr), input.dtype)  # column-major, as LAPACK's
     except np.linalg.LinAlgError:
         flat = arr.reshape(-1, *arr.shape[-2:])
         for b, m in enumerate(flat):
@@ -120,7 +124,7 @@ def _inverse_jvp(ctx, tangent):
 
 
 inverse = defop("inverse", meta=_square_meta("inv"), cpu=_inverse_cpu,
-                cuda=_needs_cusolver("inverse"),
+                cuda=_inverse_cuda,
                 backward=_inverse_backward, jvp=_inverse_jvp, node="LinalgInvExBackward0",
                 saves=("outputs",))
 
