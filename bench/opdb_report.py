@@ -66,6 +66,8 @@ def resolve(name: str):
         return obj
     if len(parts) == 1 and hasattr(refimpl.Tensor, name):
         return lambda self, *a, **k: getattr(self, name)(*a, **k)
+    if len(parts) == 1 and name in refimpl.ops.REGISTRY:
+        return refimpl.ops.REGISTRY[name]  # an aten op torch exposes as torch.ops.aten.<name>
     return None
 
 
