@@ -162,11 +162,9 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
     pick = itertools.combinations_with_replacement if with_replacement else \
         itertools.combinations
     rows = list(pick(range(input.shape[0]), r))
-    if not rows:
-        return empty((0, r), dtype=input.dtype, device=input.device)
     # the positions are metadata of the op (they depend on the length only); the values
     # are gathered from the input on its own device
-    index = tensor([i for row in rows for i in row], device=input.device)
+    index = tensor([i for row in rows for i in row], dtype=D.int64, device=input.device)
     return input.index_select(0, index).reshape(len(rows), r)
 
 
@@ -211,6 +209,8 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
     lead = len(shape) - len(size)
     if lead < 0 or any(s not in (1, shape[lead + i]) for i, s in enumerate(size)):
         raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+    if not shape:
+        return self.sum()  # torch sums a 0-dim tensor (bool becomes int64)
     return sum_to(self, size)
 
 

@@ -150,7 +150,7 @@ def _narrow_bounds(self: Tensor, dim: int, start, length: int) -> tuple:
                          f"but got {start})")
     if start < 0:
         start += size
-    if start > size - length:
+    if length < 0 or start > size - length:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
                            f"({size}).")
     return d, start, start + length
