@@ -65,7 +65,7 @@ def _gradient_dims(input: Tensor, dim) -> list:
     return wrapped
 
 
-def _gradient_spacing(input: Tensor, spacing, dims: list) -> list:
+def _gradient_spacing(input: Tensor, spacing, dims: list, dim_given: bool) -> list:
     """One spacing per dim: a number (uniform) or a 1-D coordinate tensor."""
     if spacing is None:
         return [1.0] * len(dims)
@@ -78,7 +78,7 @@ def _gradient_spacing(input: Tensor, spacing, dims: list) -> list:
         raise RuntimeError(
             "torch.gradient expected spacing to be unspecified, a scalar, or a list of length "
             f"equal to 'self.dim() = {input.dim()}', since dim argument was not given, but got "
-            f"a list of length {len(spacing)}" if len(dims) == input.dim() else
+            f"a list of length {len(spacing)}" if not dim_given else
             "torch.gradient expected spacing to be unspecified, a scalar or it's spacing and "
             f"dim arguments to have the same length, but got a spacing argument of length "
             f"{len(spacing)} and a dim argument of length {len(dims)}.")
@@ -145,7 +145,7 @@ def gradient(input: Tensor, *, spacing=None, dim=None, edge_order: int = 1) -> t
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     dims = _gradient_dims(input, dim)
-    steps = _gradient_spacing(input, spacing, dims)
+    steps = _gradient_spacing(input, spacing, dims, dim is not None)
     for d in dims:
         if input.shape[d] < edge_order + 1:
             raise RuntimeError(

@@ -157,7 +157,7 @@ def _quantile(name: str, input: Tensor, q, dim, keepdim: bool, interpolation: st
         weight = ranks.squeeze(-2) - below.to(input.dtype)
     out = lo.lerp(hi, weight)
     if ignore_nan:
-        out = out.where(count.expand_as(out) > 0, out * float("nan"))
+        out = out.where(count.expand_as(out) > 0, float("nan"))
     out = out.movedim(-1, 0)  # [Q, ...rest]
     if keepdim:
         if dim is None:
