@@ -288,13 +288,17 @@ def empty_permuted(size, physical_layout, *, dtype=None, device=None,
         raise RuntimeError("Number of dimensions in size does not match the length of the "
                            "physical_layout; i.e. len(size) = "
                            f"{n} is not equal to len(physical_layout) = {len(order)}")
-    wrapped = [wrap_dim(d, n) for d in order]
-    if len(set(wrapped)) != n:
-        raise RuntimeError(f"Duplicate dim not allowed; i.e. at index {n - 1} "
-                           f"physical_layout[{n - 1}] = {order[-1]} is a duplicate")
+    for i, d in enumerate(order):
+        if not 0 <= d < n:
+            raise RuntimeError(
+                f"Dimension out of range (expected to be between 0 and {n - 1}, but got {d} at "
+                f"index {i}).  NB: negative dims not currently supported; file an issue if you "
+                "want it.")
+    if len(set(order)) != n:
+        raise RuntimeError("Duplicate dim not allowed")
     stride = [0] * n
     step = 1
-    for d in reversed(wrapped):
+    for d in reversed(order):
         stride[d] = step
         step *= max(size[d], 1)
     return empty_strided(size, stride, dtype=dtype, device=device, requires_grad=requires_grad)

@@ -79,7 +79,7 @@ def copy_of(name: str, view: OpDef, geometry=None, *, method: bool = False,
 alias_copy = copy_of("alias_copy", V.alias, node="AliasBackward0_copy")
 as_strided_copy = copy_of("as_strided_copy", S.as_strided)
 permute_copy = copy_of("permute_copy", V.permute)
-t_copy = copy_of("t_copy", V.t, lambda self: V.t_geometry(self, "t_copy"))
+t_copy = copy_of("t_copy", V.t)
 transpose_copy = copy_of("transpose_copy", V.transpose)
 unbind_copy = copy_of("unbind_copy", S.unbind)
 unfold_copy = copy_of("unfold_copy", S.unfold)
