@@ -9,7 +9,6 @@ corrcoef, quantile, bincount, histogram) are in ``reduction_extra_stats.py``.
 
 from __future__ import annotations
 
-import math
 import numbers
 
 from refimpl import _dtype as D
@@ -223,8 +222,7 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow: a scan of
     ``logaddexp`` over doubling strides (each element combines with the partial result
-    ``2^k`` places before it)."""
-    from refimpl.ops.factories import full
+    ``2^k`` places before it, where there is one)."""
     from refimpl.ops.shape import cat
 
     d = wrap_dim(dim, max(input.dim(), 1))
@@ -234,9 +232,9 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
         input = input.to(D.get_default_dtype())
     x, size, shift = input, input.shape[d], 1
     while shift < size:
-        pad_shape = tuple(shift if i == d else s for i, s in enumerate(x.shape))
-        pad = full(pad_shape, -math.inf, dtype=x.dtype, device=x.device)
-        x = x.logaddexp(cat([pad, x.narrow(d, 0, size - shift)], d))
+        # the first ``shift`` elements are final; the rest add the partial sums before them
+        tail = x.narrow(d, shift, size - shift).logaddexp(x.narrow(d, 0, size - shift))
+        x = cat([x.narrow(d, 0, shift), tail], d)
         shift *= 2
     return x
 
