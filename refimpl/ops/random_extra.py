@@ -115,8 +115,10 @@ def _fill_kernel(self: Tensor, value) -> Tensor:
     if self.device.type == "cuda":
         from refimpl.cuda import _tensor_ops
 
-        if isinstance(value, Tensor):
+        if isinstance(value, Tensor) and value.device.type == "cuda":
             _tensor_ops.copy_(out, value)  # a device-side broadcast copy: no sync
+        elif isinstance(value, Tensor):  # a CPU scalar tensor: its value, as torch reads it
+            _tensor_ops.fill_(out, value.item())
         else:
             _tensor_ops.fill_(out, value)
         return out
