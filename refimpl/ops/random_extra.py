@@ -134,13 +134,24 @@ def _fill_value(ctx):
     return ctx.args[1] if len(ctx.args) > 1 else ctx.kwargs.get("value")
 
 
-fill = defop(
-    "fill", meta=_fill_meta, cpu=_fill_kernel, cuda=_fill_kernel, saves=(),
-    backward=lambda ctx, g: (g.mul(0), g.sum() if isinstance(_fill_value(ctx), Tensor)
-                             else None),
-    jvp=lambda ctx, t_self, t_value=None: None if t_value is None else
-    t_value.expand(tuple(ctx.args[0].shape)).clone(), node="FillBackward1",
-    extra={"method": False})
+def _fill_op(name: str, node: str):
+    return defop(
+        name, meta=_fill_meta, cpu=_fill_kernel, cuda=_fill_kernel, saves=(), node=node,
+        backward=lambda ctx, g: (g.mul(0), g.sum().to(_fill_value(ctx).dtype)
+                                 if isinstance(_fill_value(ctx), Tensor) else None),
+        jvp=lambda ctx, t_self, t_value=None: None if t_value is None else
+        t_value.expand(tuple(ctx.args[0].shape)).clone(), extra={"method": False})
+
+
+# torch's two overloads, aten::fill.Scalar and aten::fill.Tensor, and their nodes
+fill_scalar = _fill_op("fill", "FillBackward0")
+fill_tensor = _fill_op("fill.Tensor", "FillBackward1")
+
+
+def fill(input: Tensor, value) -> Tensor:
+    """A fresh tensor like ``input`` holding ``value`` everywhere (a number, or a 0-dim
+    tensor, whose gradient is the sum of the output's)."""
+    return (fill_tensor if isinstance(value, Tensor) else fill_scalar)(input, value)
 
 
 # -- put -----------------------------------------------------------------------------------------
