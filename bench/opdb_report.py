@@ -78,6 +78,9 @@ def to_refimpl(x, device: str):
 
     import refimpl as t
 
+    if isinstance(x, torch.Tensor) and x.device.type == "meta":  # metadata only
+        return t.empty(tuple(x.shape), dtype=getattr(t, str(x.dtype).removeprefix("torch.")),
+                       device="meta")
     if isinstance(x, torch.Tensor):
         arr = x.detach().cpu()
         if arr.dtype is torch.bfloat16:
