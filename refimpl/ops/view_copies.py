@@ -22,6 +22,7 @@ from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
 from refimpl.ops import slicing as S
 from refimpl.ops import views as V
 from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec, defop
+from refimpl.ops.views_dtype import _dtype_view_geometry
 
 
 def _geometry(self: Tensor) -> tuple:
@@ -106,10 +107,7 @@ squeeze_copy = copy_of("squeeze_copy", V.squeeze_all, _squeeze_copy_geometry)
 
 def _view_copy_geometry(self: Tensor, size) -> ViewSpec:
     if isinstance(size, D.dtype):
-        if size.itemsize != self.dtype.itemsize:
-            raise NotImplementedError(
-                "refimpl's view_copy(dtype) supports dtypes of the same element size only")
-        return ViewSpec(self._shape, self._stride, self._offset, size)
+        return ViewSpec(*_dtype_view_geometry(self, size), size)
     shape = V.infer_size(V.int_list("view_copy", "size", size), self.numel())
     # a copy never needs the strides to allow a view: read row-major, write row-major
     return ViewSpec(shape, contiguous_strides(shape), 0)
@@ -118,8 +116,8 @@ def _view_copy_geometry(self: Tensor, size) -> ViewSpec:
 def _view_copy_kernel(self: Tensor, size):
     spec = _view_copy_geometry(self, size)
     if spec.dtype is not None:
-        src = Tensor._make(self._storage, self._shape, self._stride, self._offset, spec.dtype)
-        return _materialize(src, ViewSpec(self._shape, self._stride, self._offset))
+        src = Tensor._make(self._storage, spec.shape, spec.stride, spec.offset, spec.dtype)
+        return _materialize(src, ViewSpec(spec.shape, spec.stride, spec.offset))
     flat = _materialize(self, ViewSpec(self._shape, self._stride, self._offset))
     if isinstance(flat, np.ndarray):
         return flat.reshape(spec.shape)
