@@ -231,6 +231,13 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         input = input.to(D.get_default_dtype())
     x, size, shift = input, input.shape[d], 1
+    if x.dtype.is_complex:
+        # complex logs are defined up to 2*pi*i: accumulate left to right, as torch does, so
+        # that the imaginary parts come out on torch's branch
+        parts = [x.narrow(d, 0, 1)] if size else []
+        for i in range(1, size):
+            parts.append(parts[-1].logaddexp(x.narrow(d, i, 1)))
+        return cat(parts, d) if parts else x.clone()
     while shift < size:
         # the first ``shift`` elements are final; the rest add the partial sums before them
         tail = x.narrow(d, shift, size - shift).logaddexp(x.narrow(d, 0, size - shift))
