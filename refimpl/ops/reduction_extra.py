@@ -167,12 +167,11 @@ def _float(y: Tensor) -> Tensor:
         y.to(D.get_default_dtype())
 
 
-def _trapezoid_x(y: Tensor, x: Tensor, d: int) -> Tensor:
+def _trapezoid_x(name: str, y: Tensor, x: Tensor, d: int) -> Tensor:
     """The widths ``x[i+1] - x[i]`` shaped to broadcast against ``y``'s pieces."""
     if x.dim() == 1:
         if x.shape[0] != y.shape[d]:
-            raise RuntimeError(
-                "trapezoid: There must be one `x` value for each sample point")
+            raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
         return _axis(diff(x), y.dim(), d)
     return diff(x, dim=d - y.dim() if x.dim() >= y.dim() else -1)
 
@@ -187,7 +186,7 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
         return _float(y).sum(d) * 0
     pair = y.narrow(d, 1, size - 1) + y.narrow(d, 0, size - 1)
     if isinstance(x, Tensor):
-        return (_trapezoid_x(y, x, d) * pair).sum(d) / 2
+        return (_trapezoid_x("trapezoid", y, x, d) * pair).sum(d) / 2
     step = 1.0 if dx is None else dx
     if x is not None:
         step = x
@@ -210,7 +209,7 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
         return _float(y).narrow(d, 0, 0)
     pair = y.narrow(d, 1, size - 1) + y.narrow(d, 0, size - 1)
     if isinstance(x, Tensor):
-        return (_trapezoid_x(y, x, d) * pair / 2).cumsum(d)
+        return (_trapezoid_x("cumulative_trapezoid", y, x, d) * pair / 2).cumsum(d)
     step = 1.0 if dx is None else dx
     if x is not None:
         step = x
@@ -229,7 +228,8 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     if input.dim() == 0:
         return input.clone()
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        input = input.to(D.get_default_dtype())
+        raise NotImplementedError(f"\"logcumsumexp_out_{input.device.type}\" not implemented "
+                                  f"for '{D.type_name(input.dtype)}'")
     x, size, shift = input, input.shape[d], 1
     if x.dtype.is_complex:
         # complex logs are defined up to 2*pi*i: accumulate left to right, as torch does, so

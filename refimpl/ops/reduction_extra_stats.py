@@ -115,19 +115,17 @@ def _quantile(name: str, input: Tensor, q, dim, keepdim: bool, interpolation: st
         qt = tensor(float(q), dtype=input.dtype, device=input.device)
     if interpolation not in _INTERPOLATIONS:
         raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, "
-                           f"midpoint or nearest. Got '{interpolation}'")
+                           f"midpoint or nearest, but got {interpolation}")
     if isinstance(q, Tensor) and q.numel() and not bool(((q >= 0) & (q <= 1)).all()):
         raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
+    if input.numel() == 0:
+        raise RuntimeError(f"{name}() input tensor must be non-empty")
     if dim is None:
         x = input.reshape(-1)
         d = 0
     else:
         d = wrap_dim(dim, max(input.dim(), 1))
         x = input.reshape(1) if input.dim() == 0 else input
-        if x.shape[d] == 0:
-            raise IndexError(f"{name}() cannot compute quantiles of an empty dimension")
-    if x.numel() == 0:
-        raise RuntimeError(f"{name}() input tensor must be non-empty")
     rows = x.movedim(d, -1)
     size = rows.shape[-1]
     values = rows.sort(-1).values  # NaNs sort last
@@ -197,8 +195,10 @@ def bincount(input: Tensor, weights=None, minlength: int = 0) -> Tensor:
         dtype = D.int64 if weights is None else (
             D.float32 if weights.dtype is D.float32 else D.float64)
         return zeros(minlength, dtype=dtype, device=input.device)
-    if input.dim() != 1 or input.dtype.is_floating_point or input.dtype.is_complex or \
-            input.dtype is D.bool_ or bool((input < 0).any()):
+    if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is D.bool_:
+        raise NotImplementedError(f"\"bincount_{input.device.type}\" not implemented for "
+                                  f"'{D.type_name(input.dtype)}'")
+    if input.dim() != 1 or bool((input < 0).any()):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if weights is not None and (weights.dim() != 1 or weights.shape[0] != input.shape[0]):
         raise RuntimeError("weights should be 1-d and have the same length as input")
@@ -288,7 +288,7 @@ def histogram(input: Tensor, bins, *, range=None, weight=None, density: bool = F
             raise RuntimeError(f"histogram(): bins tensor should have one dimension, but got "
                                f"{bins.dim()} dimensions in the bins tensor")
     elif bins <= 0:
-        raise RuntimeError(f"histogram(): bins must be > 0, but got {bins} for dimension 0")
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
         raise RuntimeError("histogram(): if weight tensor is provided it should have the same "
                            "shape as the input tensor")

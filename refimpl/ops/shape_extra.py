@@ -222,7 +222,7 @@ def _tri_indices(fn: str, row: int, col: int, offset: int, lower: bool, dtype, d
     if col < 0:
         raise RuntimeError(f"col must be non-negative, got{col}")
     dtype = D.int64 if dtype is None else dtype
-    if dtype not in (D.int64, D.int32, D.int16, D.int8, D.uint8):
+    if dtype not in (D.int64, D.int32):
         raise NotImplementedError(f'"{fn}" not implemented for '
                                   f"'{D.type_name(dtype)}'")
     if row == 0 or col == 0:
