@@ -117,3 +117,36 @@ def test_histogram_rejects_cuda_like_torch():
     x = t.empty(4, device="meta")
     with pytest.raises(NotImplementedError, match="aten::histogram"):
         t.histogram(x, 3)
+
+
+def _out_calls(m):
+    x = m.tensor([[1.0, 4.0, 9.0], [2.0, 3.0, 5.0]])
+    results = []
+    for call in (lambda o: m.diff(x, out=o), lambda o: m.kron(x, m.ones(2), out=o),
+                 lambda o: m.logcumsumexp(x, 1, out=o),
+                 lambda o: m.quantile(x, 0.5, dim=1, out=o)):
+        o = m.empty(0)
+        assert call(o) is o
+        results.append(o.numpy().copy())
+    hist = (m.empty(0), m.empty(0))
+    r = m.histogram(x, 3, out=hist)
+    assert r[0] is hist[0] and type(r).__name__ == "histogram_out"
+    results += [hist[0].numpy().copy(), hist[1].numpy().copy()]
+    errors = []
+    for call in (lambda: m.diff(x.clone().requires_grad_(), out=m.empty(0)),
+                 lambda: m.kron(x.clone().requires_grad_(), m.ones(2), out=m.empty(0)),
+                 lambda: m.diff(x, out=m.empty(0, dtype=m.int64))):
+        with pytest.raises(RuntimeError) as e:
+            call()
+        errors.append(str(e.value))
+    return results, errors
+
+
+def test_composites_write_out_as_torch():
+    """out= of the composites: resized and written, torch's messages naming the op that
+    torch's own composite writes out with (sub for diff, mul for kron)."""
+    got, got_errors = _out_calls(t)
+    want, want_errors = _out_calls(torch)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert got_errors == want_errors

@@ -13,6 +13,7 @@ import numbers
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
+from refimpl.ops.shape_extra import with_out
 
 # -- diff ----------------------------------------------------------------------------------------
 
@@ -21,9 +22,13 @@ def _diff_check(name: str, input: Tensor, other: Tensor) -> None:
         raise RuntimeError(f"diff expects {name} to be the same dimension as input")
 
 
-def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None, *,
+         out=None) -> Tensor:
     """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` are joined to
     the input first); bools differ by exclusive or."""
+    if out is not None:
+        return with_out("sub", out, (input, prepend, append),
+                        lambda: diff(input, n, dim, prepend, append))
     from refimpl.ops.shape import cat
 
     if input.dim() == 0:
@@ -218,12 +223,14 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
 
 # -- logcumsumexp --------------------------------------------------------------------------------
 
-def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+def logcumsumexp(input: Tensor, dim: int, *, out=None) -> Tensor:
     """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow: a scan of
     ``logaddexp`` over doubling strides (each element combines with the partial result
     ``2^k`` places before it, where there is one)."""
     from refimpl.ops.shape import cat
 
+    if out is not None:
+        return with_out("logcumsumexp", out, (input,), lambda: logcumsumexp(input, dim))
     d = wrap_dim(dim, max(input.dim(), 1))
     if input.dim() == 0:
         return input.clone()

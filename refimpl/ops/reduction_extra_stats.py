@@ -16,6 +16,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops.reduction import structseq
+from refimpl.ops.shape_extra import with_out
 
 # -- cov / corrcoef ------------------------------------------------------------------------------
 
@@ -171,15 +172,19 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
              interpolation: str = "linear", out=None) -> Tensor:
     """The ``q``-th quantiles of ``input`` (all elements, or along ``dim``); a 1-D ``q``
     adds a leading dim. A NaN in a reduced slice gives NaN."""
-    res = _quantile("quantile", input, q, dim, keepdim, interpolation, False)
-    return res if out is None else out.resize_(res.shape).copy_(res)
+    if out is not None:
+        return with_out(None, out, (input, q), lambda: quantile(
+            input, q, dim, keepdim, interpolation=interpolation))
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
 
 
 def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
                 interpolation: str = "linear", out=None) -> Tensor:
     """``quantile`` that ignores NaNs (a slice of NaNs only gives NaN)."""
-    res = _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
-    return res if out is None else out.resize_(res.shape).copy_(res)
+    if out is not None:
+        return with_out(None, out, (input, q), lambda: nanquantile(
+            input, q, dim, keepdim, interpolation=interpolation))
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
 
 
 # -- bincount ------------------------------------------------------------------------------------
@@ -214,7 +219,7 @@ def bincount(input: Tensor, weights=None, minlength: int = 0) -> Tensor:
 # -- histogram / histogramdd (CPU only, as in torch) ---------------------------------------------
 
 histogram_type = structseq("histogram", ("hist", "bin_edges"))
-structseq("histogram_out", ("hist", "bin_edges"))
+histogram_out_type = structseq("histogram_out", ("hist", "bin_edges"))
 histogramdd_type = structseq("histogramdd", ("hist", "bin_edges"))
 
 
@@ -279,6 +284,10 @@ def histogram(input: Tensor, bins, *, range=None, weight=None, density: bool = F
               out=None) -> tuple:
     """Counts of ``input``'s elements in ``bins`` (a count of equal bins over ``range``,
     or a 1-D tensor of edges), optionally weighted or normalised to a density."""
+    if out is not None:
+        with_out(None, tuple(out), (input, weight), lambda: histogram(
+            input, bins, range=range, weight=weight, density=density))
+        return histogram_out_type(*out)
     _cpu_only("histogram.bin_ct" if not isinstance(bins, Tensor) else "histogram.bins_tensor",
               input)
     if not input.dtype.is_floating_point:

@@ -15,6 +15,30 @@ from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops.views import int_list, size_args
 
 
+def with_out(name: str, out, inputs: tuple, compute):
+    """A composite's ``out=``: ``compute()`` without autograd written into ``out`` (a
+    tensor or a tuple of them) with the dispatcher's resize and cast rules; torch's error,
+    naming the op torch's composite writes ``out`` with, when an input requires grad (no
+    error where ``name`` is None: torch's op writes ``out`` outside autograd)."""
+    from refimpl._dispatch import _write_out
+    from refimpl._state import STATE
+    from refimpl.autograd.grad_mode import no_grad
+
+    if name is not None and STATE.grad_enabled and any(isinstance(x, Tensor) and x.requires_grad
+                                  for x in (*inputs, *(out if isinstance(out, tuple)
+                                                       else (out,)))):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           "automatic differentiation, but one of the arguments requires grad.")
+    with no_grad():
+        result = compute()
+    if isinstance(out, (tuple, list)):
+        for o, r in zip(out, result):
+            _write_out(o, r, name or "out")
+        return out
+    _write_out(out, result, name or "out")
+    return out
+
+
 def ravel(input: Tensor) -> Tensor:
     """The elements as a 1-D tensor (a view when the strides allow it)."""
     return input.reshape(-1)
@@ -79,9 +103,11 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     return input.clone()
 
 
-def kron(input: Tensor, other: Tensor) -> Tensor:
+def kron(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     """The Kronecker product: block ``(i, j)`` is ``input[i, j] * other``, in any number
     of dims (the shorter operand gets leading size-1 dims)."""
+    if out is not None:
+        return with_out("mul", out, (input, other), lambda: kron(input, other))
     n = max(input.dim(), other.dim())
     a = input.reshape((1,) * (n - input.dim()) + tuple(input.shape))
     b = other.reshape((1,) * (n - other.dim()) + tuple(other.shape))
@@ -304,8 +330,11 @@ def empty_permuted(size, physical_layout, *, dtype=None, device=None,
     return empty_strided(size, stride, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1, out=None) -> Tensor:
     """``nonzero`` padded with ``fill_value`` rows (or cut) to exactly ``size`` rows."""
+    if out is not None:
+        return with_out("nonzero_static", out, (input,),
+                        lambda: nonzero_static(input, size=size, fill_value=fill_value))
     from refimpl.ops.factories import full
     from refimpl.ops.shape import cat
 
