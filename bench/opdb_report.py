@@ -124,6 +124,8 @@ def same(r, T) -> bool:
 
     import refimpl as t
 
+    if isinstance(T, MetadataOnly):
+        return T(r)
     if isinstance(T, torch.Tensor):
         if not isinstance(r, t.Tensor) or tuple(r.shape) != tuple(T.shape):
             return False
@@ -235,9 +237,16 @@ _UNINITIALISED = frozenset(("empty", "empty_like", "empty_strided", "new_empty",
                             "new_empty_strided", "empty_permuted"))
 
 
-def _same_metadata(r, T) -> bool:
-    return (tuple(r.shape) == tuple(T.shape) and str(r.dtype) == str(T.dtype)
-            and tuple(r.stride()) == tuple(T.stride()))
+class MetadataOnly:
+    """A torch result of which only shape, dtype and strides are compared."""
+
+    def __init__(self, tensor) -> None:
+        self.tensor = tensor
+
+    def __call__(self, r) -> bool:
+        T = self.tensor
+        return (tuple(r.shape) == tuple(T.shape) and str(r.dtype) == str(T.dtype)
+                and tuple(r.stride()) == tuple(T.stride()))
 
 
 def _reseeds(op) -> bool:
@@ -292,12 +301,13 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
             if expected is _RANDOM or _reseeds(op):
                 res["random"] += 1
                 continue
+            if op.name in _UNINITIALISED:
+                expected = MetadataOnly(expected)
+
 
             def forward(args=args, kwargs=kwargs, expected=expected):
-                got = fn(*to_refimpl(args, device), **to_refimpl(kwargs, device))
-                if op.name in _UNINITIALISED:
-                    return _same_metadata(got, expected)
-                return same(got, expected)
+                return same(fn(*to_refimpl(args, device), **to_refimpl(kwargs, device)),
+                            expected)
             guarded("forward", forward)
         if dname != "float64" or not op.supports_autograd:
             continue
