@@ -150,3 +150,24 @@ def test_composites_write_out_as_torch():
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert got_errors == want_errors
+
+
+@pytest.mark.parametrize("name, good, bad", [
+    ("cauchy_", (), (0.0, 0.0)), ("log_normal_", (), (0.0, 0.0)), ("geometric_", (0.3,), (2.0,)),
+])
+def test_distributions_on_meta_tensors_check_and_return_self(name, good, bad):
+    x = t.empty(3, device="meta")
+    assert getattr(x, name)(*good) is x
+    with pytest.raises(RuntimeError, match="expects"):
+        getattr(x, name)(*bad)
+
+
+def test_composites_under_fake_tensor_mode():
+    from refimpl._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = t.empty(3, 4)
+        shapes = [tuple(t.cdist(x, x).shape), tuple(t.kron(x, x).shape),
+                  tuple(t.quantile(x, 0.5, dim=1).shape), tuple(t.rot90(x).shape),
+                  tuple(t.slice_scatter(x, x[:1], 0, 0, 1).shape)]
+    assert shapes == [(3, 3), (9, 16), (3,), (4, 3), (3, 4)]

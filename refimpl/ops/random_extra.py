@@ -32,6 +32,11 @@ def _draw(self: Tensor, generator, normal: tuple | None = None) -> Tensor:
     return uniform_(u, generator=generator)
 
 
+def _no_data(self: Tensor) -> bool:
+    """A meta (or fake) tensor: nothing to draw, the op returns it as it is."""
+    return self._storage.device.type == "meta"
+
+
 def _continuous(self: Tensor, what: str) -> None:
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(f"{what} distribution is a continuous probability distribution. "
@@ -49,6 +54,8 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     _continuous(self, "Cauchy")
+    if _no_data(self):
+        return self
     u = _draw(self, generator)
     return self.copy_(((u - 0.5) * math.pi).tan() * sigma + median)
 
@@ -61,6 +68,8 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
     if not self.dtype.is_floating_point:
         raise NotImplementedError(f"\"log_normal_{self.device.type}\" not implemented for "
                                   f"'{D.type_name(self.dtype)}'")
+    if _no_data(self):
+        return self
     return self.copy_(_draw(self, generator, (mean, std)).exp())
 
 
@@ -69,6 +78,8 @@ def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     (1, 2, ...): ``ceil(log(1 - u) / log(1 - p))``."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    if _no_data(self):
+        return self
     u = _draw(self, generator)
     trials = ((-u).log1p() / math.log1p(-p)).ceil().clamp(min=1)
     return self.copy_(trials)
