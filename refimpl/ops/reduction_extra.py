@@ -91,6 +91,10 @@ def _gradient_spacing(input: Tensor, spacing, dims: list, dim_given: bool) -> li
             raise RuntimeError(
                 "torch.gradient expected each tensor to be on the same device, but got devices "
                 f"{input.device} and {s.device}!")
+    for s in spacing:
+        if isinstance(s, Tensor) and s.dim() != 1:
+            raise RuntimeError("torch.gradient expected each element of spacing to have one "
+                               f"dimension, but got an element with {s.dim()} dimensions!")
     return spacing
 
 
