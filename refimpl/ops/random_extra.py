@@ -109,19 +109,29 @@ log_normal = _functional("log_normal", log_normal_)
 
 # -- fill ----------------------------------------------------------------------------------------
 
-def _fill_value_check(value) -> None:
+# the C++ type names torch's scalar conversion names in its overflow message
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int64": "int64_t", "int32": "int",
+            "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}
+
+
+def _fill_value_check(value, dtype: D.dtype | None = None) -> None:
     if isinstance(value, Tensor) and value.dim() != 0:
         raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.dim()} dimensions.")
+    if isinstance(value, complex) and value.imag != 0 and dtype is not None and \
+            dtype.name in _C_TYPES:
+        raise RuntimeError(f"value cannot be converted to type {_C_TYPES[dtype.name]} without "
+                           "overflow")
 
 
 def _fill_meta(self: Tensor, value) -> TensorSpec:
-    _fill_value_check(value)
+    _fill_value_check(value, self.dtype)
     return TensorSpec(tuple(self.shape), self.dtype, self.device)
 
 
 def _fill_kernel(self: Tensor, value) -> Tensor:
-    _fill_value_check(value)
+    _fill_value_check(value, self.dtype)
     out = Tensor._empty(tuple(self.shape), self.dtype, self._storage.device)
     if self.device.type == "cuda":
         from refimpl.cuda import _tensor_ops
