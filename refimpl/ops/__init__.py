@@ -26,6 +26,9 @@ MODULES = [
     "special_ops",
     "linalg_factor", "linalg_det", "linalg_triangular", "linalg_qr",
 ]
+# issue #10's shape, reduction and random ops
+MODULES += ["view_copies", "shape_extra", "reduction_extra", "reduction_extra_stats",
+            "random_extra"]
 
 loaded: list = []
 

@@ -115,7 +115,8 @@ def _fill_cuda(self: Tensor, value) -> Tensor:
 
 
 fill_ = defop("fill_", meta=_same_meta, cpu=_fill_cpu, cuda=_fill_cuda,
-              backward=lambda ctx, g: (g.mul(0), None),
+              backward=lambda ctx, g: (g.mul(0), g.sum().to(ctx.args[1].dtype)
+                                       if isinstance(ctx.args[1], Tensor) else None),
               jvp=lambda ctx, t_self, t_value=None: (
                   None if t_value is None else t_value.expand(ctx.outputs[0].shape)),
               node="FillBackward0", extra={"writes_input0": True})
