@@ -103,23 +103,6 @@ def linalg_multi_dot(tensors, *, out: Tensor | None = None) -> Tensor:
     return linalg.multi_dot(tensors, out=out)
 
 
-@composite("cdist")
-def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
-    """p-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M)."""
-    from refimpl import linalg
-
-    if x1.dim() < 2 or x2.dim() < 2:
-        raise RuntimeError(f"cdist only supports at least 2D tensors, X{1 if x1.dim() < 2 else 2}"
-                           f" got: {min(x1.dim(), x2.dim())}D")
-    if x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
-                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
-    if p < 0:
-        raise RuntimeError("cdist only supports non-negative p values")
-    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
-    return linalg.vector_norm(diff, ord=p, dim=-1)
-
-
 # -- norms -------------------------------------------------------------------------------
 
 @composite("renorm")
@@ -415,7 +398,7 @@ def __div__(self: Tensor, other) -> Tensor:
 TENSOR_METHODS = ("addr", "addr_", "renorm", "renorm_", "__div__")
 
 __all__ = [
-    "_convolution", "addr", "cdist", "chain_matmul", "conv_tbc", "convolution",
+    "_convolution", "addr", "chain_matmul", "conv_tbc", "convolution",
     "cudnn_convolution", "cudnn_convolution_transpose", "frobenius_norm", "gru_cell",
     "lstm_cell", "native_layer_norm", "renorm", "rnn_relu_cell", "rnn_tanh_cell",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 
 from refimpl import _dtype as D
+from refimpl._autocast import composite
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops.shape_extra import with_out
 
@@ -259,6 +260,7 @@ def logcumsumexp(input: Tensor, dim: int, *, out=None) -> Tensor:
 
 # -- cdist ---------------------------------------------------------------------------------------
 
+@composite("cdist")
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """The ``p``-norm distance between each row of ``x1`` and each row of ``x2``
