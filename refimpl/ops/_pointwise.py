@@ -32,7 +32,7 @@ import ml_dtypes
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor
+from refimpl._tensor import PLAIN, Tensor
 from refimpl.ops._helpers import _broadcast_pair, result_type, sum_to
 from refimpl.ops._pointwise_cuda import (  # noqa: F401 - re-exported for the op modules
     can_write_inplace,
@@ -331,7 +331,7 @@ class Binary:
 
     def cuda_into(self, into, a, b, **kwargs):
         """The CUDA kernel writing into ``into`` (a fitting CUDA tensor) or a fresh tensor."""
-        if (not kwargs and type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype
+        if (not kwargs and type(a) in PLAIN and type(b) in PLAIN and a.dtype is b.dtype
                 and a._shape == b._shape):
             # the common case, without result_type and broadcasting
             if self.pre is not None:
@@ -499,11 +499,11 @@ def fast_same(a, b):
     """Both tensors of one shape and one real, non-reduced dtype, or a float32/float64
     tensor and a Python float (numpy casts the weak float to the array's dtype, as the
     general path does): numpy runs them as is."""
-    if type(a) is not Tensor:
+    if type(a) not in PLAIN:
         return False
     if type(b) is float:
         return a.dtype is D.float32 or a.dtype is D.float64
-    return (type(b) is Tensor and a.dtype is b.dtype and a._shape == b._shape
+    return (type(b) in PLAIN and a.dtype is b.dtype and a._shape == b._shape
             and a.dtype in _FAST)
 
 
