@@ -205,6 +205,8 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
         if op.cpu is None:
             raise NotImplementedError(f"refimpl has no CPU kernel for '{op.name}'")
         result = _wrap(op.cpu(*args, **kwargs))
+        if args and result is args[0]:
+            return result  # an in-place kernel wrote into self: self keeps its own layout
         layout = op.extra.get("layout")
         if layout is not None and type(result) is Tensor and len(result._shape) > 1:
             strides = layout(result._shape, args, kwargs)

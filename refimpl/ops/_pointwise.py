@@ -32,6 +32,7 @@ import ml_dtypes
 import numpy as np
 
 from refimpl import _dtype as D
+from refimpl import _math_views
 from refimpl._tensor import PLAIN, Tensor
 from refimpl.ops._helpers import _broadcast_pair, result_type, sum_to
 from refimpl.ops._pointwise_cuda import (  # noqa: F401 - re-exported for the op modules
@@ -383,7 +384,11 @@ def inplace(op: OpDef) -> OpDef:
     def checked_cpu(self, *args, **kwargs):
         spec = op.meta(self, *args, **kwargs)
         check_fits(self, spec.shape, spec.dtype)
-        return op.cpu(self, *args, **kwargs)
+        result = op.cpu(self, *args, **kwargs)
+        if _stores_directly(self, result):
+            np.copyto(self._np, result)
+            return self  # the dispatcher sees self: it bumps the version, no second copy
+        return result
 
     def checked_cuda(self, *args, **kwargs):
         spec = op.meta(self, *args, **kwargs)
@@ -398,6 +403,18 @@ def inplace(op: OpDef) -> OpDef:
                     extra=op.extra)
     return defop(name, kind="inplace", base=checked, meta=op.meta, backward=op.backward,
                  jvp=op.jvp, node=op.node, saves=op.saves, extra=dict(op.extra))
+
+
+def _stores_directly(self: Tensor, result) -> bool:
+    """Whether an in-place CPU kernel's numpy ``result`` may be copied straight into
+    ``self``: the dispatcher would wrap it as a tensor and copy it in with ``copy_into``,
+    which for an array of ``self``'s shape and numpy dtype is this same ``np.copyto`` (its
+    cast is a no-op). Left to that general path: a ``self`` with a conjugate or negative
+    bit (``copy_into`` stores the resolved values) and a result sharing memory with it."""
+    return (type(result) is np.ndarray and result.dtype == self.dtype.np
+            and result.shape == self._shape
+            and not (_math_views.ACTIVE and _math_views.has_bits(self))
+            and not np.may_share_memory(result, self._np))
 
 
 def check_fits(self: Tensor, shape: tuple, dtype: D.dtype) -> None:
