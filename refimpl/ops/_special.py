@@ -3,10 +3,9 @@
 Each function takes and returns float64 arrays. ``erfc``/``lgamma`` use the ``math``
 module functions elementwise; ``erf`` is vectorised (piecewise Taylor polynomials, within
 2 ulp of ``math.erf``); ``erfinv`` refines a closed form first guess with Newton steps on
-``erf``; ``digamma`` and ``polygamma`` use the
-recurrence ``psi(x) = psi(x + 1) - 1/x`` and asymptotic series. Special points follow
-torch: ``digamma(0) = -inf``, ``digamma(-0.0) = inf``, negative integers give nan,
-``lgamma`` at its poles gives inf.
+``erf``; ``digamma`` and ``polygamma`` use the recurrence ``psi(x) = psi(x + 1) - 1/x``
+and asymptotic series. Special points follow torch: ``digamma(0) = -inf``,
+``digamma(-0.0) = inf``, negative integers give nan, ``lgamma`` at its poles gives inf.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ _F64 = np.float64
 def _each(fn, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, _F64)
     return np.frompyfunc(fn, 1, 1)(x).astype(_F64)
-
-
 
 
 def erfc(x: np.ndarray) -> np.ndarray:
