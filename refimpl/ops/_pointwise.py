@@ -132,6 +132,17 @@ _C_NAMES = {
 }
 
 
+_FLOAT_MAX: dict = {}
+
+
+def _float_max(dtype: D.dtype) -> float:
+    """The largest finite value of a floating dtype (``ml_dtypes.finfo``, kept per dtype)."""
+    limit = _FLOAT_MAX.get(dtype)
+    if limit is None:
+        limit = _FLOAT_MAX[dtype] = float(ml_dtypes.finfo(dtype.np).max)
+    return limit
+
+
 def checked_scalar(value, dtype: D.dtype):
     """A Python scalar argument (alpha, clamp bounds, ...) checked to fit ``dtype``.
 
@@ -156,7 +167,7 @@ def checked_scalar(value, dtype: D.dtype):
         else:
             bad = not info.min <= int(value) <= info.max
     elif dtype.category == 2 and not bad:
-        limit = float(ml_dtypes.finfo(dtype.np).max)
+        limit = _float_max(dtype)
         bad = math.isfinite(float(value)) and builtins.abs(float(value)) > limit
     if bad:
         raise RuntimeError(
@@ -244,7 +255,7 @@ class Unary:
         dtype, out = self.prepare(x, args, kwargs)
         if dtype not in self.allow:
             raise not_implemented(self.kernel, dtype)
-        with np.errstate(all="ignore"):
+        with quiet():
             r = self.fn(operand(x, dtype), *args, **kwargs)
         return finish(r, out, x._shape)
 
@@ -322,7 +333,7 @@ class Binary:
         shape, dtype, out = self.prepare(a, b, kwargs)
         self.check_kernel(dtype, kwargs)
         cdt = compute_dtype(dtype)
-        with np.errstate(all="ignore"):
+        with quiet():
             r = self.fn(operand(a, dtype, cdt), operand(b, dtype, cdt), **kwargs)
         return finish(r, out, shape)
 
@@ -553,6 +564,22 @@ try:
         _QUIET = _ERRSTATE.get()
 except ImportError:  # pragma: no cover - other numpy layouts
     _ERRSTATE = _QUIET = None
+
+
+class _Quiet:
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _ERRSTATE.set(_QUIET)
+
+    def __exit__(self, *exc) -> None:
+        _ERRSTATE.reset(self._token)
+
+
+def quiet():
+    """``with quiet():`` is ``with np.errstate(all="ignore"):`` through the context
+    variable, as the fast path above sets it (the kernels' general paths use it too)."""
+    return _Quiet() if _ERRSTATE is not None else np.errstate(all="ignore")
 
 
 def mark_pointwise(*names: str) -> None:
