@@ -106,3 +106,25 @@ def test_parameter_operands_take_plain_paths_with_same_results():
     assert np.array_equal(out.detach().numpy(), (w.detach() * x + w.detach()).numpy())
     out.sum().backward()
     assert np.allclose(w.grad.numpy(), x.numpy() + 1)
+
+
+@pytest.mark.parametrize("default", ["float32", "float64"])
+def test_result_type_fast_cases_equal_the_promotion_rules(default):
+    from refimpl import _dtype as D
+    from refimpl.ops._helpers import result_type
+
+    dtypes = [refimpl.bool, refimpl.uint8, refimpl.int8, refimpl.int64, refimpl.float16,
+              refimpl.bfloat16, refimpl.float32, refimpl.float64, refimpl.complex64]
+    refimpl.set_default_dtype(getattr(refimpl, default))
+    try:
+        for a in dtypes:
+            x = refimpl.zeros(3, dtype=a)
+            others = [refimpl.zeros(3, dtype=b) for b in dtypes] + [
+                refimpl.zeros((), dtype=b) for b in dtypes] + [1.5, 2, True, 1j]
+            for o in others:
+                t = isinstance(o, refimpl.Tensor)
+                dims = [a] + ([o.dtype] if t and o.dim() else [])
+                zeros = [o.dtype] if t and not o.dim() else []
+                assert result_type(x, o) is D.result_type_of(dims, zeros, [] if t else [o])
+    finally:
+        refimpl.set_default_dtype(refimpl.float32)

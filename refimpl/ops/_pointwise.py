@@ -119,7 +119,7 @@ def scalar_np(value, cdt: np.dtype) -> np.ndarray:
         raise OverflowError("int too big to convert")
     arr = np.asarray(value)
     if arr.dtype != cdt:
-        with np.errstate(all="ignore"):
+        with quiet():
             arr = arr.astype(cdt)
     return arr
 
@@ -188,7 +188,7 @@ def operand(x, dtype: D.dtype, cdt: np.dtype | None = None) -> np.ndarray:
         return scalar_np(x, cdt)
     arr = x._np
     if arr.dtype != cdt:
-        with np.errstate(all="ignore"):
+        with quiet():
             if x.dtype is not dtype and dtype in REDUCED:
                 arr = arr.astype(dtype.np)
             arr = arr.astype(cdt)
@@ -199,7 +199,7 @@ def finish(result, dtype: D.dtype, shape: tuple) -> np.ndarray:
     """A kernel's numpy result as an array of ``dtype`` and ``shape``."""
     result = np.asarray(result)
     if result.dtype != dtype.np:
-        with np.errstate(all="ignore"):
+        with quiet():
             if result.dtype.kind == "c" and dtype.category < 3:
                 result = result.real
             result = result.astype(dtype.np)
