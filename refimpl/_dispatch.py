@@ -26,7 +26,7 @@ from refimpl import _math_views
 from refimpl._autocast import AUTOCAST
 from refimpl._device import CPU, device, resolve
 from refimpl._state import FW, STATE
-from refimpl._tensor import Tensor
+from refimpl._tensor import PLAIN, Tensor
 from refimpl.ops._registry import OpDef, TensorSpec, ViewSpec
 
 # Python modes, innermost last (refimpl.utils._python_dispatch pushes and pops them).
@@ -193,9 +193,9 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
         # copies between devices run on the CUDA side (it owns the copy engine)
         devs = [t._storage.device for t in tensors_in(args, kwargs)]
         dev = next((d for d in devs if d.type == "cuda"), devs[0] if devs else CPU)
-    elif len(args) == 2 and not kwargs and type(args[0]) is Tensor and (
+    elif len(args) == 2 and not kwargs and type(args[0]) in PLAIN and (
             type(args[1]) is float or type(args[1]) is int
-            or (type(args[1]) is Tensor
+            or (type(args[1]) in PLAIN
                 and args[0]._storage.device is args[1]._storage.device)):
         dev = args[0]._storage.device  # the common binary case, decided without a scan
     else:
@@ -205,6 +205,8 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
         if op.cpu is None:
             raise NotImplementedError(f"refimpl has no CPU kernel for '{op.name}'")
         result = _wrap(op.cpu(*args, **kwargs))
+        if args and result is args[0]:
+            return result  # an in-place kernel wrote into self: self keeps its own layout
         layout = op.extra.get("layout")
         if layout is not None and type(result) is Tensor and len(result._shape) > 1:
             strides = layout(result._shape, args, kwargs)

@@ -462,3 +462,9 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 
 
 wrap_dim = _wrap_dim
+
+# The tensor classes the dispatcher's and kernels' fast paths take as plain tensors
+# (``type(x) in PLAIN``, as quick as ``type(x) is Tensor``). nn.Parameter adds itself: it
+# only marks a module's tensors and changes nothing an op computes or returns. Other
+# subclasses (fake tensors, user subclasses) take the general paths.
+PLAIN: set = {Tensor}

@@ -272,6 +272,7 @@ def _fresh_zeros(meta):
 
 
 _TENSOR = None
+_PLAIN: set = set()  # refimpl._tensor.PLAIN, bound with _TENSOR
 _BELOW = None
 
 
@@ -285,11 +286,11 @@ def _below():
 
 
 def _tensor_cls():
-    global _TENSOR
+    global _TENSOR, _PLAIN
     if _TENSOR is None:
-        from refimpl._tensor import Tensor
+        from refimpl._tensor import PLAIN, Tensor
 
-        _TENSOR = Tensor
+        _TENSOR, _PLAIN = Tensor, PLAIN
     return _TENSOR
 
 
@@ -318,10 +319,11 @@ def _layout_and_edges(op, args, scalar_edges=None):
     n = len(args)
     if n == 2:
         # the common binary call (tensor op tensor, tensor op number): no lists to flatten
+        # (any Tensor subclass would take the same steps below; PLAIN is the quick test)
         a, b = args
-        if type(a) is Tensor:
+        if type(a) in _PLAIN:
             ta = type(b)
-            if ta is Tensor:
+            if ta in _PLAIN:
                 ra, ea = _edge_of(a)
                 rb, eb = _edge_of(b)
                 return _TWO, (ea, eb), (ra, rb)

@@ -466,8 +466,9 @@ def stealable(grad, expected_refs: int) -> bool:
     ``expected_refs``: the references the caller knows of (this call's own two, its
     parameter and getrefcount's argument, come on top)."""
     # torch looks at the tensor's own reference count only: a gradient that shares its
-    # storage with another tensor (a detached alias) is taken over all the same
-    return grad._base is None and sys.getrefcount(grad) <= expected_refs + 2
+    # storage with another tensor (a detached alias, or the base of a view such as a
+    # slice of cat's gradient) is taken over all the same
+    return sys.getrefcount(grad) <= expected_refs + 2
 
 
 def accumulate_into(variable, grad, steal: bool = False) -> None:

@@ -8,7 +8,7 @@ and ``.data`` do too. A Buffer marks a tensor a Module registers as a buffer.
 
 from __future__ import annotations
 
-from refimpl._tensor import Tensor
+from refimpl._tensor import PLAIN, Tensor
 
 
 def _alias(data: Tensor, cls: type) -> Tensor:
@@ -90,6 +90,9 @@ class Parameter(Tensor, metaclass=_ParameterMeta):
 
 def _rebuild_parameter(data: Tensor, requires_grad: bool) -> Parameter:
     return Parameter(data, requires_grad)
+
+
+PLAIN.add(Parameter)  # ops treat a Parameter as the plain tensor it is
 
 
 class _BufferMeta(type(Tensor)):

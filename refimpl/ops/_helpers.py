@@ -58,6 +58,15 @@ def is_scalar(x) -> bool:
 
 def result_type(*operands) -> D.dtype:
     """torch.result_type over tensors and Python scalars (see refimpl._dtype)."""
+    if len(operands) == 2:
+        a, b = operands
+        if isinstance(a, Tensor) and a._shape:
+            # the two common cases, decided as result_type_of would: dimensioned tensors
+            # of one dtype keep it; a floating one keeps its dtype with a Python float
+            if isinstance(b, Tensor) and b._shape and a.dtype is b.dtype:
+                return a.dtype
+            if type(b) is float and a.dtype.category == 2:
+                return a.dtype
     dims, zeros, scalars = [], [], []
     for o in operands:
         if isinstance(o, Tensor):

@@ -32,7 +32,8 @@ import ml_dtypes
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor
+from refimpl import _math_views
+from refimpl._tensor import PLAIN, Tensor
 from refimpl.ops._helpers import _broadcast_pair, result_type, sum_to
 from refimpl.ops._pointwise_cuda import (  # noqa: F401 - re-exported for the op modules
     can_write_inplace,
@@ -118,7 +119,7 @@ def scalar_np(value, cdt: np.dtype) -> np.ndarray:
         raise OverflowError("int too big to convert")
     arr = np.asarray(value)
     if arr.dtype != cdt:
-        with np.errstate(all="ignore"):
+        with quiet():
             arr = arr.astype(cdt)
     return arr
 
@@ -129,6 +130,17 @@ _C_NAMES = {
     D.float32: "float", D.float64: "double", D.complex64: "c10::complex<float>",
     D.complex128: "c10::complex<double>",
 }
+
+
+_FLOAT_MAX: dict = {}
+
+
+def _float_max(dtype: D.dtype) -> float:
+    """The largest finite value of a floating dtype (``ml_dtypes.finfo``, kept per dtype)."""
+    limit = _FLOAT_MAX.get(dtype)
+    if limit is None:
+        limit = _FLOAT_MAX[dtype] = float(ml_dtypes.finfo(dtype.np).max)
+    return limit
 
 
 def checked_scalar(value, dtype: D.dtype):
@@ -155,7 +167,7 @@ def checked_scalar(value, dtype: D.dtype):
         else:
             bad = not info.min <= int(value) <= info.max
     elif dtype.category == 2 and not bad:
-        limit = float(ml_dtypes.finfo(dtype.np).max)
+        limit = _float_max(dtype)
         bad = math.isfinite(float(value)) and builtins.abs(float(value)) > limit
     if bad:
         raise RuntimeError(
@@ -176,7 +188,7 @@ def operand(x, dtype: D.dtype, cdt: np.dtype | None = None) -> np.ndarray:
         return scalar_np(x, cdt)
     arr = x._np
     if arr.dtype != cdt:
-        with np.errstate(all="ignore"):
+        with quiet():
             if x.dtype is not dtype and dtype in REDUCED:
                 arr = arr.astype(dtype.np)
             arr = arr.astype(cdt)
@@ -187,7 +199,7 @@ def finish(result, dtype: D.dtype, shape: tuple) -> np.ndarray:
     """A kernel's numpy result as an array of ``dtype`` and ``shape``."""
     result = np.asarray(result)
     if result.dtype != dtype.np:
-        with np.errstate(all="ignore"):
+        with quiet():
             if result.dtype.kind == "c" and dtype.category < 3:
                 result = result.real
             result = result.astype(dtype.np)
@@ -243,7 +255,7 @@ class Unary:
         dtype, out = self.prepare(x, args, kwargs)
         if dtype not in self.allow:
             raise not_implemented(self.kernel, dtype)
-        with np.errstate(all="ignore"):
+        with quiet():
             r = self.fn(operand(x, dtype), *args, **kwargs)
         return finish(r, out, x._shape)
 
@@ -321,7 +333,7 @@ class Binary:
         shape, dtype, out = self.prepare(a, b, kwargs)
         self.check_kernel(dtype, kwargs)
         cdt = compute_dtype(dtype)
-        with np.errstate(all="ignore"):
+        with quiet():
             r = self.fn(operand(a, dtype, cdt), operand(b, dtype, cdt), **kwargs)
         return finish(r, out, shape)
 
@@ -331,7 +343,7 @@ class Binary:
 
     def cuda_into(self, into, a, b, **kwargs):
         """The CUDA kernel writing into ``into`` (a fitting CUDA tensor) or a fresh tensor."""
-        if (not kwargs and type(a) is Tensor and type(b) is Tensor and a.dtype is b.dtype
+        if (not kwargs and type(a) in PLAIN and type(b) in PLAIN and a.dtype is b.dtype
                 and a._shape == b._shape):
             # the common case, without result_type and broadcasting
             if self.pre is not None:
@@ -383,7 +395,11 @@ def inplace(op: OpDef) -> OpDef:
     def checked_cpu(self, *args, **kwargs):
         spec = op.meta(self, *args, **kwargs)
         check_fits(self, spec.shape, spec.dtype)
-        return op.cpu(self, *args, **kwargs)
+        result = op.cpu(self, *args, **kwargs)
+        if _stores_directly(self, result):
+            np.copyto(self._np, result)
+            return self  # the dispatcher sees self: it bumps the version, no second copy
+        return result
 
     def checked_cuda(self, *args, **kwargs):
         spec = op.meta(self, *args, **kwargs)
@@ -398,6 +414,18 @@ def inplace(op: OpDef) -> OpDef:
                     extra=op.extra)
     return defop(name, kind="inplace", base=checked, meta=op.meta, backward=op.backward,
                  jvp=op.jvp, node=op.node, saves=op.saves, extra=dict(op.extra))
+
+
+def _stores_directly(self: Tensor, result) -> bool:
+    """Whether an in-place CPU kernel's numpy ``result`` may be copied straight into
+    ``self``: the dispatcher would wrap it as a tensor and copy it in with ``copy_into``,
+    which for an array of ``self``'s shape and numpy dtype is this same ``np.copyto`` (its
+    cast is a no-op). Left to that general path: a ``self`` with a conjugate or negative
+    bit (``copy_into`` stores the resolved values) and a result sharing memory with it."""
+    return (type(result) is np.ndarray and result.dtype == self.dtype.np
+            and result.shape == self._shape
+            and not (_math_views.ACTIVE and _math_views.has_bits(self))
+            and not np.may_share_memory(result, self._np))
 
 
 def check_fits(self: Tensor, shape: tuple, dtype: D.dtype) -> None:
@@ -499,11 +527,11 @@ def fast_same(a, b):
     """Both tensors of one shape and one real, non-reduced dtype, or a float32/float64
     tensor and a Python float (numpy casts the weak float to the array's dtype, as the
     general path does): numpy runs them as is."""
-    if type(a) is not Tensor:
+    if type(a) not in PLAIN:
         return False
     if type(b) is float:
         return a.dtype is D.float32 or a.dtype is D.float64
-    return (type(b) is Tensor and a.dtype is b.dtype and a._shape == b._shape
+    return (type(b) in PLAIN and a.dtype is b.dtype and a._shape == b._shape
             and a.dtype in _FAST)
 
 
@@ -536,6 +564,22 @@ try:
         _QUIET = _ERRSTATE.get()
 except ImportError:  # pragma: no cover - other numpy layouts
     _ERRSTATE = _QUIET = None
+
+
+class _Quiet:
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _ERRSTATE.set(_QUIET)
+
+    def __exit__(self, *exc) -> None:
+        _ERRSTATE.reset(self._token)
+
+
+def quiet():
+    """``with quiet():`` is ``with np.errstate(all="ignore"):`` through the context
+    variable, as the fast path above sets it (the kernels' general paths use it too)."""
+    return _Quiet() if _ERRSTATE is not None else np.errstate(all="ignore")
 
 
 def mark_pointwise(*names: str) -> None:

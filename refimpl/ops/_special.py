@@ -1,11 +1,11 @@
 """Special functions on numpy arrays (numpy has no erf, lgamma or digamma; scipy is absent).
 
-Each function takes and returns float64 arrays. ``erf``/``erfc``/``lgamma`` use the
-correctly rounded ``math`` module functions elementwise; ``erfinv`` refines a closed
-form first guess with Newton steps on ``erf``; ``digamma`` and ``polygamma`` use the
-recurrence ``psi(x) = psi(x + 1) - 1/x`` and asymptotic series. Special points follow
-torch: ``digamma(0) = -inf``, ``digamma(-0.0) = inf``, negative integers give nan,
-``lgamma`` at its poles gives inf.
+Each function takes and returns float64 arrays. ``erfc``/``lgamma`` use the ``math``
+module functions elementwise; ``erf`` is vectorised (piecewise Taylor polynomials, within
+2 ulp of ``math.erf``); ``erfinv`` refines a closed form first guess with Newton steps on
+``erf``; ``digamma`` and ``polygamma`` use the recurrence ``psi(x) = psi(x + 1) - 1/x``
+and asymptotic series. Special points follow torch: ``digamma(0) = -inf``,
+``digamma(-0.0) = inf``, negative integers give nan, ``lgamma`` at its poles gives inf.
 """
 
 from __future__ import annotations
@@ -21,11 +21,6 @@ def _each(fn, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, _F64)
     # frompyfunc gives a Python float (not an array) for a 0-dim input
     return np.asarray(np.frompyfunc(fn, 1, 1)(x), dtype=object).astype(_F64)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function."""
-    return _each(math.erf, x)
 
 
 def erfc(x: np.ndarray) -> np.ndarray:
@@ -46,6 +41,58 @@ def lgamma(x: np.ndarray) -> np.ndarray:
 
 
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
+
+
+# erf without a per-element Python loop: [0, 6) is cut into steps of 1/128 and, on each,
+# erf is its Taylor polynomial of degree 6 about the step's midpoint (the derivatives from
+# erf^(k+1)(a) = 2/sqrt(pi) (-1)^k H_k(a) exp(-a^2), H_k the Hermite polynomials, and erf(a)
+# itself from math.erf). The remainder is below 1e-18, so results stay within 2 ulp of
+# math.erf in float64 and round to the same float32. Near 0 a series in x^2 keeps the
+# relative accuracy of tiny arguments; from 6 on erf is 1.0 in float64.
+_ERF_STEP, _ERF_DEG, _ERF_TOP = 1 / 128, 6, 6.0
+_ERF_MID = (np.arange(int(_ERF_TOP / _ERF_STEP)) + 0.5) * _ERF_STEP
+
+
+def _erf_taylor(a: float) -> list[float]:
+    """``erf^(k)(a) / k!`` for ``k = 0 .. _ERF_DEG``."""
+    coef, h_prev, h, fact = [math.erf(a)], 0.0, 1.0, 1.0
+    scale = _SQRT_PI_2 * math.exp(-a * a)
+    for k in range(_ERF_DEG):
+        fact *= k + 1
+        coef.append((-1) ** k * h * scale / fact)
+        h_prev, h = h, 2 * a * h - 2 * k * h_prev
+    return coef
+
+
+_ERF_COEF = np.array([_erf_taylor(a) for a in _ERF_MID]).T.copy()  # (degree + 1, steps)
+# erf(x) = x * sum_n c_n x^(2n), c_n = 2/sqrt(pi) (-1)^n / (n! (2n + 1)); 8 terms reach
+# 1e-20 relative for |x| < 1/128
+_ERF_SERIES = [_SQRT_PI_2 * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(8)]
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function."""
+    x = np.asarray(x, _F64)
+    ax = np.fmin(np.abs(x), _ERF_TOP)  # fmin maps nan to the top, fixed up below
+    idx = (ax * (1 / _ERF_STEP)).astype(np.intp)
+    np.minimum(idx, len(_ERF_MID) - 1, out=idx)
+    t = ax - _ERF_MID.take(idx)
+    y = _ERF_COEF[_ERF_DEG].take(idx)
+    for k in range(_ERF_DEG - 1, -1, -1):
+        y *= t
+        y += _ERF_COEF[k].take(idx)
+    small = ax < _ERF_STEP
+    if small.any():
+        xs = ax[small]
+        u, s = xs * xs, np.full(xs.shape, _ERF_SERIES[-1])
+        for c in _ERF_SERIES[-2::-1]:
+            s *= u
+            s += c
+        y[small] = xs * s
+    y[ax >= _ERF_TOP] = 1.0
+    y = np.copysign(y, x)
+    y[np.isnan(x)] = np.nan
+    return y
 
 
 def erfinv(y: np.ndarray) -> np.ndarray:

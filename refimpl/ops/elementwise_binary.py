@@ -41,6 +41,7 @@ from refimpl.ops._pointwise import (
     not_implemented_cuda,
     operand,
     out_device,
+    quiet,
     run_cuda,
     shape_of,
     unbroadcast,
@@ -477,7 +478,7 @@ def _lerp_cpu(self, end, weight) -> np.ndarray:
         wdt = D.float32 if self.dtype in (D.float16, D.bfloat16) else self.dtype
         w = np.asarray(checked_scalar(weight, wdt)).astype(cdt)
     a, b = operand(self, self.dtype, cdt), operand(end, self.dtype, cdt)
-    with np.errstate(all="ignore"):
+    with quiet():
         diff = b - a
         r = np.where(np.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
     return finish(r, self.dtype, spec.shape)
@@ -558,7 +559,7 @@ def _addc(divide: bool):
         cdt = compute_dtype(dtype)
         v = np.asarray(checked_scalar(value, D.float32 if cdt != dtype.np else dtype))
         x, t1, t2 = (operand(t, dtype, cdt) for t in (self, tensor1, tensor2))
-        with np.errstate(all="ignore"):
+        with quiet():
             v = v.astype(cdt)
             r = x + v * (t1 / t2 if divide else t1 * t2)
         return finish(r, dtype, spec.shape)

@@ -361,7 +361,16 @@ def _index_add_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alp
     src = source._np.astype(cd, copy=False).reshape(_index_add_shape(out, d, index))
     if alpha != 1:
         src = src * (int(alpha) if self.dtype.category < 2 else alpha)
-    np.add.at(out, (slice(None),) * d + (idx,), src)
+    n = out.shape[d]
+    if n and idx.size == n and np.bincount(idx, minlength=n).min() == 1:
+        # idx is a permutation (max pooling's backward with non-overlapping windows):
+        # out[idx[j]] += src[j] is out[i] += src[inv[i]], one addition per target, the
+        # same sums as np.add.at makes, as one dense add of src gathered back in order
+        inv = np.empty_like(idx)
+        inv[idx] = np.arange(n)
+        out += np.take(src, inv, axis=d)
+    else:
+        np.add.at(out, (slice(None),) * d + (idx,), src)
     return np_result(out.reshape(self._shape), self.dtype)
 
 

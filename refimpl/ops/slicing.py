@@ -588,7 +588,21 @@ as_strided = defop(
 
 def _unfold_backward_cpu(grad: Tensor, sizes, dim: int, size: int, step: int) -> np.ndarray:
     spec = unfold_geometry(*_contiguous_geom(sizes), dim, size, step)
-    return _scatter_view(grad, sizes, spec, True)
+    if not sizes or not grad.numel():
+        return _scatter_view(grad, sizes, spec, True)
+    # The sum _scatter_view would make with np.add.at, one strided slice per window
+    # offset k (col2im): element k of window w lands on w * step + k. np.add.at adds
+    # in grad's row-major order (w ascending for each target); taking k descending adds
+    # the same terms in that same order, so the sums are bitwise equal.
+    cd = compute_np_dtype(grad.dtype)
+    out = np.zeros(tuple(sizes), dtype=cd)
+    d = wrap_dim(dim, len(sizes))
+    g = np.moveaxis(grad._np, d, -2)  # (..., windows, size)
+    target = np.moveaxis(out, d, -1)
+    span = step * (g.shape[-2] - 1) + 1
+    for k in reversed(range(size)):
+        target[..., k:k + span:step] += g[..., k].astype(cd, copy=False)
+    return np_result(out, grad.dtype)
 
 
 unfold_backward = defop(
