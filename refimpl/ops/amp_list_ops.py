@@ -66,14 +66,20 @@ def addr_(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
     return self.copy_(addr(self, vec1, vec2, beta=beta, alpha=alpha))
 
 
+_WARNED: list = []  # chain_matmul's deprecation warning was given
+
+
 @composite("chain_matmul")
 def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     """The product of 2-D matrices (deprecated in torch for ``linalg.multi_dot``)."""
     from refimpl import linalg
 
-    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch "
-                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
-                  "more tensors rather than multiple parameters.", UserWarning, stacklevel=2)
+    if not _WARNED:  # torch warns once per process (TORCH_WARN_ONCE)
+        _WARNED.append(True)
+        warnings.warn("torch.chain_matmul is deprecated and will be removed in a future "
+                      "PyTorch release. Use torch.linalg.multi_dot instead, which accepts a "
+                      "list of two or more tensors rather than multiple parameters.",
+                      UserWarning, stacklevel=2)
     if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
         matrices = tuple(matrices[0])
     if len(matrices) == 0:
