@@ -106,11 +106,6 @@ def test_forward_and_grad_match_torch(name):
             np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
 
 
-def test_chain_matmul_warns_as_torch():
-    with pytest.warns(UserWarning, match="torch.chain_matmul is deprecated"):
-        refimpl.chain_matmul(refimpl.ones(2, 2), refimpl.ones(2, 2))
-
-
 @pytest.mark.parametrize(("call", "match"), [
     (lambda m: m.addr(m.ones(2, 2), m.ones(2, 1), m.ones(2)), "Expected 1-D argument vec1"),
     (lambda m: m.renorm(m.ones(2, 2), 0, 0, 1.0), "non-positive-norm not supported"),
