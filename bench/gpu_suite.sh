@@ -5,6 +5,9 @@
 # Usage (on the GPU machine, repo root): OUT=results_dir bash bench/gpu_suite.sh
 #   GPU_SUITE_FULL=1 also runs every per-op GPU test (pointwise, reductions, indexing:
 #   several thousand cases, about 15 minutes) and the seed-size allocator fuzz.
+#   GPU_SUITE_BENCHES picks the benchmarks (default "ops graphs indexing allocator"; also
+#   fft, linalg, train). GPU_SUITE_OPDB=SECONDS also walks torch's op_db on the GPU
+#   (bench/opdb_report.py) for at most that long.
 # nvmath-python (cuBLAS) is installed from .whl/ when the wheels were carried there.
 set -u
 export PYTHONUNBUFFERED=1
@@ -33,7 +36,8 @@ tests=(tests/gpu/test_cuda_mlp_gpu.py tests/gpu/test_cuda_no_cpu_compute_gpu.py
 # profiler, nn.functional, training), and the device-side assert checks
 for f in tests/gpu/test_cuda_graph_rng_gpu.py tests/gpu/test_multi_gpu_gpu.py \
          tests/gpu/test_profiler_gpu.py tests/gpu/test_nn_functional_gpu.py \
-         tests/gpu/test_train_models_gpu.py; do
+         tests/gpu/test_train_models_gpu.py tests/gpu/test_linalg_factor_gpu.py \
+         tests/gpu/test_cuda_linalg_spectral_gpu.py tests/gpu/test_amp_gpu.py; do
     [ -f "$f" ] && tests+=("$f")
 done
 tests+=("tests/gpu/test_cuda_indexing_gpu.py::test_index_out_of_range_is_a_device_side_assert"
@@ -44,13 +48,26 @@ if [ "${GPU_SUITE_FULL:-0}" = 1 ]; then
 fi
 python3 -m pytest "${tests[@]}" -q -p no:cacheprovider >> "$LOG" 2>&1
 grep -E "passed|failed" "$LOG" | tail -n 1
-python3 bench/bench_gpu_ops.py --out "$OUT/gpu_ops.json" 2>&1 | tee -a "$LOG"
-python3 bench/bench_gpu_graphs.py --out "$OUT/gpu_graphs.json" >> "$LOG" 2>&1
-python3 bench/bench_gpu_indexing.py --out "$OUT/gpu_indexing.json" >> "$LOG" 2>&1
-python3 bench/bench_allocator.py --loops 5000 --out "$OUT/allocator.json" >> "$LOG" 2>&1
-grep -E '"(empty|ratio)' "$OUT/allocator.json" | head -n 20 | tee -a "$LOG"
+for bench in ${GPU_SUITE_BENCHES:-ops graphs indexing allocator}; do
+    case "$bench" in
+        ops) python3 bench/bench_gpu_ops.py --out "$OUT/gpu_ops.json" 2>&1 | tee -a "$LOG" ;;
+        allocator)
+            python3 bench/bench_allocator.py --loops 5000 --out "$OUT/allocator.json" >> "$LOG" 2>&1
+            grep -E '"(empty|ratio)' "$OUT/allocator.json" | head -n 20 | tee -a "$LOG" ;;
+        train) python3 bench/bench_train.py --device cuda --out "$OUT/train.json" >> "$LOG" 2>&1 ;;
+        *) python3 "bench/bench_gpu_$bench.py" --out "$OUT/gpu_$bench.json" >> "$LOG" 2>&1 ;;
+    esac
+done
 if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] \
         && [ -f bench/bench_multi_gpu.py ]; then
     python3 bench/bench_multi_gpu.py --out "$OUT/multi_gpu.json" 2>&1 | tee -a "$LOG"
+fi
+if [ -n "${GPU_SUITE_OPDB:-}" ]; then
+    # per-op lines (with failure reasons) go to opdb_cuda.txt as the walk goes, so a walk
+    # cut short by the time limit still tells what it saw
+    timeout "$GPU_SUITE_OPDB" python3 bench/opdb_report.py --device cuda -v \
+        --dtypes float32,float16,bfloat16,int64,bool --samples 10 \
+        --out "$OUT/opdb_cuda.json" > "$OUT/opdb_cuda.txt" 2>&1
+    grep -cE " (pass|FAIL) " "$OUT/opdb_cuda.txt" | sed 's/^/op_db ops walked on cuda: /' | tee -a "$LOG"
 fi
 echo "suite done" | tee -a "$LOG"
