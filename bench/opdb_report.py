@@ -77,23 +77,29 @@ def resolve(name: str, variant: str = ""):
     return None
 
 
-def to_refimpl(x, device: str):
+def to_refimpl(x, device: str, storages: dict | None = None):
     """A torch value (tensors, dtypes, devices, containers) as its refimpl counterpart;
-    a tensor keeps its ``requires_grad``."""
+    a tensor keeps its ``requires_grad``, its strides and storage offset, and tensors
+    that share a torch storage share one refimpl storage (an out= aliasing an input)."""
     import torch
 
     import refimpl as t
 
+    storages = {} if storages is None else storages
     if isinstance(x, torch.Tensor):
         arr = x.detach().cpu().resolve_conj().resolve_neg()
-        r = _plain(arr, device)
+        key = (arr.untyped_storage().data_ptr(), arr.dtype) if arr.numel() else None
         whole = arr.untyped_storage().nbytes() == arr.numel() * arr.element_size()
-        if arr.numel() and not (arr.is_contiguous() and whole) or arr.storage_offset():
-            # a strided or partial view: the same strides and offset into the same storage
-            base = arr.as_strided((arr.untyped_storage().nbytes() // arr.element_size(),),
-                                  (1,), 0)
-            r = _plain(base, device).as_strided(tuple(arr.shape), arr.stride(),
-                                                 arr.storage_offset())
+        if key is None or key not in storages and arr.is_contiguous() and whole and \
+                not arr.storage_offset():
+            r = _plain(arr, device)
+            if key is not None:
+                storages[key] = r.detach()  # later tensors of this storage view it
+        else:
+            if key not in storages:
+                n = arr.untyped_storage().nbytes() // arr.element_size()
+                storages[key] = _plain(arr.as_strided((n,), (1,), 0), device)
+            r = storages[key].as_strided(tuple(arr.shape), arr.stride(), arr.storage_offset())
         if x.requires_grad:
             r.requires_grad_(True)
         return r
@@ -106,9 +112,9 @@ def to_refimpl(x, device: str):
     if isinstance(x, torch.Size):
         return tuple(x)
     if isinstance(x, (list, tuple)):
-        return type(x)(to_refimpl(v, device) for v in x)
+        return type(x)(to_refimpl(v, device, storages) for v in x)
     if isinstance(x, dict):
-        return {k: to_refimpl(v, device) for k, v in x.items()}
+        return {k: to_refimpl(v, device, storages) for k, v in x.items()}
     if isinstance(x, torch.nn.Module):
         return _module(x, device)
     if isinstance(x, torch.Generator):
@@ -336,8 +342,8 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
                 continue
 
             def forward(args=args, kwargs=kwargs, expected=expected):
-                rargs = to_refimpl(args, device)
-                got = fn(*rargs, **to_refimpl(kwargs, device))
+                rargs, rkwargs = to_refimpl((args, kwargs), device)
+                got = fn(*rargs, **rkwargs)
                 if op.name in _UNINITIALISED:
                     return same_layout(got, expected)
                 if op.name in _RANDOM_CHECKS:
@@ -358,7 +364,7 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
                 continue
 
             def gradient(args=args, kwargs=kwargs, want=want):
-                got = _grads(t, fn, to_refimpl(args, device), to_refimpl(kwargs, device))
+                got = _grads(t, fn, *to_refimpl((args, kwargs), device))
                 return same(got, want)
             guarded("grad", gradient)
     try:
@@ -376,8 +382,9 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
             continue  # torch itself does not raise: nothing to match
 
         def error(ei=ei, args=args, kwargs=kwargs):
+            rargs, rkwargs = to_refimpl((args, kwargs), device)
             try:
-                fn(*to_refimpl(args, device), **to_refimpl(kwargs, device))
+                fn(*rargs, **rkwargs)
             except Exception as e:  # noqa: BLE001 - the exception is the result
                 kind = type(e).__name__.lstrip("_")
                 want = ei.error_type.__name__

@@ -412,7 +412,9 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
         if write_out_directly(op, into, out, args, kwargs):
             out._version_counter.bump()
             return out
+    _check_out_memory(op, out, args, kwargs)
     result = below_autograd(op, args, kwargs)
+    _check_out_dtypes(op, out, result, args)
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
             _write_out(o, r, op.name)
@@ -443,3 +445,63 @@ def _write_out(out: Tensor, result: Tensor, name: str) -> None:
             )
         out.resize_(result._shape)
     write_into(out, result, name)
+
+
+_OVERLAP = ("unsupported operation: {} refer{} to a single memory location. Please clone() "
+            "the tensor before performing the operation.")
+
+
+def _check_out_memory(op: OpDef, out, args: tuple, kwargs: dict) -> None:
+    """torch's memory-overlap checks of out=: no two elements of an output share memory;
+    for ops marked ``extra["out_overlap"]`` (gather, take, cat...) no output shares memory
+    with an input."""
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+            if type(o) is Tensor]
+    for o in outs:
+        assert_no_internal_overlap(o)
+    if not op.extra.get("out_overlap"):
+        return
+    for o in outs:
+        for t in tensors_in(args, {k: v for k, v in kwargs.items() if k != "out"}):
+            if t._storage is o._storage and _spans_meet(t, o):
+                raise RuntimeError(_OVERLAP.format(
+                    "some elements of the input tensor and the written-to tensor", ""))
+
+
+def assert_no_internal_overlap(t: Tensor) -> None:
+    """torch's error for an output some of whose elements share memory (a zero stride)."""
+    if any(st == 0 and n > 1 for st, n in zip(t._stride, t._shape)):
+        raise RuntimeError(_OVERLAP.format("more than one element of the written-to tensor",
+                                           "s"))
+
+
+def _spans_meet(a: Tensor, b: Tensor) -> bool:
+    """Whether the memory ranges of two tensors of one storage intersect."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+
+    def span(t: Tensor) -> tuple:
+        size = t.dtype.itemsize
+        last = sum((n - 1) * st for n, st in zip(t._shape, t._stride))
+        return t._offset * size, (t._offset + last + 1) * size
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _check_out_dtypes(op: OpDef, out, result, args: tuple) -> None:
+    """Ops whose outputs must have exactly the result's dtype (``extra["out_dtype"]``: the
+    message, with ``{out}``/``{res}`` torch's C++ type names and ``{OUT}``/``{RES}`` its
+    scalar-type names of the output and the result)."""
+    template = op.extra.get("out_dtype")
+    if template is None:
+        return
+    from refimpl._typed import _C_NAMES
+
+    pairs = zip(out, result) if isinstance(out, (tuple, list)) else ((out, result),)
+    for o, r in pairs:
+        if type(o) is Tensor and isinstance(r, Tensor) and o.dtype != r.dtype:
+            raise RuntimeError(template.format(
+                out=_C_NAMES.get(o.dtype.name, o.dtype.name),
+                res=_C_NAMES.get(r.dtype.name, r.dtype.name),
+                OUT=D.type_name(o.dtype), RES=D.type_name(r.dtype)))

@@ -15,7 +15,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
-from refimpl.ops._helpers import compute_np_dtype, np_result
+from refimpl.ops._helpers import OUT_DTYPE, compute_np_dtype, np_result
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.indexing import check_scalar_fits, inplace_of
 
@@ -91,7 +91,7 @@ gather = defop(
         index._shape if _gather_check(self, dim, index) is not None else (), self.dtype,
         self.device),
     jvp=lambda ctx, t, *_: None if t is None else t.gather(ctx.args[1], ctx.args[2]),
-    extra={"save_needs": {0: (2,)}})
+    extra={"save_needs": {0: (2,)}, "out_overlap": True, "out_dtype": OUT_DTYPE})
 
 
 def _scatter_check(self: Tensor, dim: int, index: Tensor, src=None) -> int:
@@ -314,7 +314,8 @@ index_select = defop(
         ctx.args[1], ctx.args[2], g.reshape(_index_add_shape(ctx.args[0], ctx.args[1],
                                                              ctx.args[2]))),),
     jvp=lambda ctx, t, *_: None if t is None else t.index_select(ctx.args[1], ctx.args[2]),
-    extra={"save_needs": {0: (2,)}})
+    extra={"save_needs": {0: (2,)}, "out_overlap": True,
+           "out_dtype": "index_select(): self and result must have the same scalar type"})
 
 
 def _index_add_shape(self, dim: int, index) -> tuple:

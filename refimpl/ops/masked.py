@@ -148,7 +148,8 @@ masked_select = defop(
     "masked_select", cpu=_masked_select_cpu, cuda=_masked_select_cuda, meta=_data_dependent,
     backward=_masked_select_backward,
     jvp=lambda ctx, t, *_: None if t is None else t.masked_select(ctx.args[1]),
-    extra={"save_needs": {0: (1,)}})
+    extra={"save_needs": {0: (1,)}, "out_overlap": True,
+           "out_dtype": "masked_select(): self and result must have the same scalar type"})
 
 
 def _masked_scatter_check(self: Tensor, mask: Tensor, source: Tensor) -> tuple:
@@ -249,7 +250,9 @@ take = defop(
     meta=lambda self, index: _take_check(self, index) or TensorSpec(index._shape, self.dtype,
                                                                     self.device),
     jvp=lambda ctx, t, *_: None if t is None else t.take(ctx.args[1]),
-    extra={"save_needs": {0: (1,)}})
+    extra={"save_needs": {0: (1,)}, "out_overlap": True,
+           "out_dtype": "take(): self and out expected to have the same dtype, but got "
+                        "self.dtype = {RES} and out.dtype = {OUT}"})
 
 
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:

@@ -216,6 +216,10 @@ def bernoulli(input: Tensor, p=None, *, generator=None, out=None) -> Tensor:
     On CUDA, probabilities given as a tensor are not range-checked (torch checks them
     with a device-side assertion); values above 1 always give 1, below 0 always 0.
     """
+    if out is not None:
+        from refimpl._dispatch import assert_no_internal_overlap
+
+        assert_no_internal_overlap(out)
     if p is not None:
         _check_p(p)
     if input.is_cuda:

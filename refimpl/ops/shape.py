@@ -163,7 +163,7 @@ def _cat_layout(shape, args: tuple, kwargs: dict):
 
 cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_cat_backward,
                jvp=_cat_jvp,
-               saves=(), extra={"method": False, "layout": _cat_layout,
+               saves=(), extra={"method": False, "layout": _cat_layout, "out_overlap": True,
                                 "device_check": ("cat", ("tensors",))})
 
 
