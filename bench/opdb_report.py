@@ -73,8 +73,20 @@ def resolve(name: str, variant: str = ""):
     if obj is not None and callable(obj):
         return obj
     if len(parts) == 1 and hasattr(refimpl.Tensor, name):
-        return lambda self, *a, **k: getattr(self, name)(*a, **k)
+        return lambda self, *a, **k: _method(self, name)(*a, **k)
     return None
+
+
+def _method(self, name: str):
+    """``Tensor.<name>`` bound to ``self``. torch's methods are C descriptors that refuse
+    any other ``self`` (``Tensor.__radd__(2, t)``); refimpl's Python methods cannot, so the
+    refusal is made here with torch's message."""
+    import refimpl
+
+    if not isinstance(self, refimpl.Tensor):
+        raise TypeError(f"descriptor '{name}' requires a 'torch._C.TensorBase' object but "
+                        f"received a '{type(self).__name__}'")
+    return getattr(self, name)
 
 
 def to_refimpl(x, device: str, storages: dict | None = None):

@@ -17,6 +17,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops._helpers import OUT_DTYPE, np_result, to_np
+from refimpl.ops._pointwise import check_scalar_first
 from refimpl.ops._registry import REGISTRY, TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
@@ -134,6 +135,12 @@ _min, _min_dim = _declare("min", np.min, np.argmin)
 
 
 def _extreme(name: str, full, with_dim, binary: str, input, args, kwargs):
+    if not isinstance(input, Tensor):
+        check_scalar_first(name, (
+            "(Tensor input, *, Tensor out = None)",
+            "(Tensor input, Tensor other, *, Tensor out = None)",
+            "(Tensor input, int dim, bool keepdim = False, *, tuple of Tensors out = None)"),
+            input, args[0] if args else None)
     kwargs = dict(kwargs)
     first = args[0] if args else kwargs.pop("dim", kwargs.pop("other", _MISSING))
     if first is _MISSING:
