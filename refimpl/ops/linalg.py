@@ -483,10 +483,16 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
         left = batch1.permute(1, 0, 2).reshape(n, nb * k)
         return addmm(input, left, batch2.reshape(nb * k, batch2._shape[2]), beta=beta,
                      alpha=alpha)
-    prod = bmm(batch1, batch2).sum(0)
-    _expand_check(input, prod._shape)
-    prod = prod if alpha == 1 else prod * alpha
-    return prod if beta == 0 else prod + (input if beta == 1 else input * beta)
+    shape = (batch1._shape[1], batch2._shape[2])
+    _expand_check(input, shape)
+    if batch1._shape[0] == 0:
+        acc = input.expand(shape)
+        return acc * 0 if beta == 0 else (acc.clone() if beta == 1 else acc * beta)
+    # torch accumulates one addmm per batch (beta on the first only): the same roundings
+    acc = input
+    for b in range(batch1._shape[0]):
+        acc = addmm(acc, batch1[b], batch2[b], beta=beta if b == 0 else 1, alpha=alpha)
+    return acc
 
 
 # -- matmul ------------------------------------------------------------------------------
