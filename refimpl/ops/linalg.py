@@ -16,6 +16,8 @@ is not, and broadcasting batch dims otherwise.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from refimpl import _dtype as D
@@ -523,7 +525,7 @@ def _matmul_composite(a: Tensor, b: Tensor, da: int, db: int) -> Tensor:
         return a.unsqueeze(0).mm(b).squeeze(0)
     if da >= 3 and db <= 2:
         # fold the batch dims of the left operand into the rows of one mm/mv
-        rows = a.reshape(-1, a._shape[-1])
+        rows = a.reshape(math.prod(a._shape[:-1]), a._shape[-1])
         folded = rows.mv(b) if db == 1 else rows.mm(b)
         return folded.reshape(*a._shape[:-1], *b._shape[1:])
     n = a._shape[-2] if da > 1 else 1
