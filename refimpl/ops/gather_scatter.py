@@ -54,6 +54,8 @@ def _check_bounds(idx: np.ndarray, size: int, dim: int, negative_ok: bool = Fals
 
 def _gather_check(self: Tensor, dim: int, index: Tensor) -> int:
     d = wrap_dim(dim, self.dim())
+    if index.numel() == 0:  # torch checks nothing more for an empty index
+        return d
     if index.dtype not in (D.int64, D.int32):
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if max(index.dim(), 1) != max(self.dim(), 1):
@@ -68,6 +70,8 @@ def _gather_check(self: Tensor, dim: int, index: Tensor) -> int:
 
 def _gather_cpu(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False):
     d = _gather_check(self, dim, index)
+    if index.numel() == 0:
+        return np.empty(index._shape, self.dtype.np)
     idx = _np1d(index).astype(np.int64, copy=False)
     arr = _np1d(self)
     _check_bounds(idx, arr.shape[d], d)
@@ -77,11 +81,16 @@ def _gather_cpu(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = Fa
 def _gather_cuda(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False):
     from refimpl.cuda import _index_ops
 
-    return _index_ops.gather(self, _gather_check(self, dim, index), index)
+    d = _gather_check(self, dim, index)
+    if index.numel() == 0:
+        return Tensor._empty(index._shape, self.dtype, self._storage.device)
+    return _index_ops.gather(self, d, index)
 
 
 def _gather_backward(ctx, grad):
     inp, dim, idx = ctx.args[0], ctx.args[1], ctx.args[2]
+    if idx.numel() == 0:
+        return (_zeros(inp.shape, grad),)
     return (_zeros(inp.shape, grad).scatter_add(dim, idx, grad),)
 
 

@@ -227,7 +227,7 @@ def _take_cpu(self: Tensor, index: Tensor) -> np.ndarray:
         if bad.any():
             raise IndexError(f"out of range: tried to access index {int(idx[bad].flat[0])} on a "
                              f"tensor of {n} elements.")
-    return self._np.reshape(-1)[idx]
+    return np.asarray(self._np.reshape(-1)[idx])
 
 
 def _take_cuda(self: Tensor, index: Tensor) -> Tensor:
@@ -276,6 +276,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     in_target[d], idx_target[d] = input.shape[d], indices.shape[d]
     x = input if list(input.shape) == in_target else input.expand(in_target)
     i = indices if list(indices.shape) == idx_target else indices.expand(idx_target)
+    if i.numel() and bool((i < 0).any()):  # along a dim, negative indices count from the end
+        i = i + (i < 0).to(D.int64) * input.shape[d]
     return x.gather(d, i)
 
 
