@@ -186,7 +186,7 @@ def same(r, T) -> bool:
             t.float16, t.bfloat16) else r.detach().cpu()._np)
         b = T.detach().cpu()
         b = (b.double() if b.dtype in (torch.float16, torch.bfloat16) else b).resolve_conj()
-        b = b.resolve_neg().numpy()
+        b = b.resolve_neg().numpy(force=True)  # force: a ZeroTensor gradient (sgn) too
         name = str(T.dtype).removeprefix("torch.")
         if name in _TOL:
             rt, at = _TOL[name]

@@ -548,6 +548,11 @@ def _index_fill_meta(self: Tensor, dim: int, index: Tensor, value) -> TensorSpec
     return _same_meta(self)
 
 
+def _filled_sum(g: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The sum of ``g`` over the filled positions, each counted once (repeated indices too)."""
+    return (g - g.index_fill(dim, index, 0)).sum()
+
+
 index_fill_scalar = defop(
     "index_fill", cpu=_index_fill_cpu, cuda=_index_fill_cuda, meta=_index_fill_meta,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0),),
@@ -557,7 +562,7 @@ index_fill_tensor = defop(
     "_index_fill_tensor", cpu=_index_fill_cpu, cuda=_index_fill_cuda, meta=_index_fill_meta,
     node="IndexFillBackward1", jvp=_index_fill_tensor_jvp,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0), None, None,
-                             g.index_select(ctx.args[1], ctx.args[2]).sum()),
+                             _filled_sum(g, ctx.args[1], ctx.args[2])),
     extra={"method": False, "save_needs": {0: (2,), 3: (2,)}})
 index_fill_scalar_ = inplace_of(index_fill_scalar)
 index_fill_tensor_ = inplace_of(index_fill_tensor)
