@@ -424,12 +424,24 @@ def arange(*args, start=None, end=None, step=None, dtype=None, device=None,
     return _finish(t, device, requires_grad)
 
 
-def _space_args(name: str, start, end, steps, extra: str = "") -> tuple:
+def _parser_type(x) -> str:
+    """The type name torch's argument parser prints for a value."""
+    if isinstance(x, Tensor):
+        return "Tensor"
+    if isinstance(x, D.dtype):
+        return "torch.dtype"
+    if isinstance(x, _device.device):
+        return "torch.device"
+    return type(x).__name__
+
+
+def _space_args(name: str, start, end, steps, extra: str = "", given: dict | None = None
+                ) -> tuple:
     """linspace/logspace's argument checks (torch's parser and 0-dim checks); the bounds
-    as Python numbers."""
+    as Python numbers. ``given``: the keyword arguments passed (the parser lists them)."""
     if not isinstance(steps, (int, np.integer)):
-        got = ", ".join("Tensor" if isinstance(x, Tensor) else type(x).__name__
-                        for x in (start, end, steps))
+        got = ", ".join([_parser_type(x) for x in (start, end, steps)] + [
+            f"{k}={_parser_type(v)}" for k, v in (given or {}).items() if v is not None])
         tail = (f"int steps, {extra}*, Tensor out = None, torch.dtype dtype = None, "
                 "torch.layout layout = None, torch.device device = None, bool pin_memory = "
                 "False, bool requires_grad = False)")
@@ -449,7 +461,8 @@ def _space_args(name: str, start, end, steps, extra: str = "") -> tuple:
 def linspace(start, end, steps: int, *, dtype=None, device=None,
              requires_grad: bool = False, out=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
-    start, end = _space_args("linspace", start, end, steps)
+    start, end = _space_args("linspace", start, end, steps, given={
+        "out": out, "dtype": dtype, "device": device, "requires_grad": requires_grad or None})
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
@@ -469,7 +482,8 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """``base ** linspace(start, end, steps)``."""
-    start, end = _space_args("logspace", start, end, steps, "float base = 10.0, ")
+    start, end = _space_args("logspace", start, end, steps, "float base = 10.0, ", given={
+        "dtype": dtype, "device": device, "requires_grad": requires_grad or None})
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()

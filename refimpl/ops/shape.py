@@ -301,6 +301,8 @@ def flip(input: Tensor, *dims, **kwargs) -> Tensor:
         if dims:
             raise TypeError("flip() got multiple values for argument 'dims'")
         dims = (kwargs.pop("dims"),)
+    if not dims:
+        raise TypeError('flip() missing 1 required positional arguments: "dims"')
     if kwargs:
         raise TypeError(f"flip() got an unexpected keyword argument '{next(iter(kwargs))}'")
     return _flip(input, *dims)
