@@ -63,6 +63,8 @@ def resolve(name: str, variant: str = ""):
     if isinstance(getattr(refimpl.Tensor, name, None), property):
         return lambda self: getattr(self, name)
     parts = name.split(".")
+    if parts[:3] == ["torch", "ops", "aten"] and len(parts) >= 4:  # an aten overload:
+        parts = [parts[3]]  # refimpl's function of that name
     if parts[:2] == ["nn", "functional"]:
         return getattr(F, parts[2], None) if len(parts) == 3 else None
     obj = refimpl
@@ -235,6 +237,7 @@ def capture(op, sample, name: str) -> tuple:
     (``embedding``'s takes the weight first); a torch function mode sees the call the
     wrapper makes, so refimpl's function gets exactly torch's arguments.
     """
+    import torch
     from torch.overrides import TorchFunctionMode
 
     last = name.split(".")[-1]
@@ -243,7 +246,10 @@ def capture(op, sample, name: str) -> tuple:
     class Capture(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if not seen and getattr(func, "__name__", None) == last:
+            called = getattr(func, "__name__", "")
+            if isinstance(func, torch._ops.OpOverload):  # aten.<op>.<overload>
+                called = called.split(".")[0]
+            if not seen and called == last:
                 seen.append((func, list(args), dict(kwargs)))
             return func(*args, **kwargs)
 

@@ -20,7 +20,7 @@ MODULES = [
     "views", "views_dtype", "slicing", "views_inplace", "views_properties",
     "broadcast", "shape", "indexing", "gather_scatter", "scatter_reduce", "masked",
     "reduction", "softmax", "linalg", "sorting", "searching", "random", "interop", "asserts",
-    "nn_activation", "amp_ops",
+    "nn_activation", "amp_ops", "nn_aten",
 ]
 
 loaded: list = []

@@ -1,0 +1,252 @@
+"""The aten-level nn ops torch exposes besides ``nn.functional`` (``torch.native_batch_norm``,
+``torch.constant_pad_nd``, ``torch.grid_sampler_2d``, ``torch._chunk_cat`` ...), with torch's
+signatures and extra outputs (saved statistics).
+
+Each is a composite of refimpl's ``nn.functional`` ops and tensor ops, so it runs on every
+device those run on (CPU and CUDA) and differentiates through them; outputs torch marks
+non-differentiable (saved means and inverse deviations) are detached.
+"""
+
+from __future__ import annotations
+
+import math
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor, wrap_dim
+
+
+def _functional():
+    import refimpl.nn.functional as F
+
+    return F
+
+
+def _empty_stat(input: Tensor) -> Tensor:
+    from refimpl.ops.factories import empty
+
+    return empty((0,), dtype=_stat_dtype(input), device=input.device)
+
+
+def _stat_dtype(input: Tensor) -> D.dtype:
+    """Saved statistics are kept in float32 for reduced-precision inputs (torch's opmath)."""
+    return D.float32 if input.dtype in (D.float16, D.bfloat16) else input.dtype
+
+
+def _batch_stats(input: Tensor, eps: float) -> tuple:
+    """Per-channel mean and inverse standard deviation (biased variance) of a batch."""
+    dims = [0, *range(2, input.dim())]
+    x = input.detach().to(_stat_dtype(input))
+    mean = x.mean(dims)
+    invstd = (x.var(dims, correction=0) + eps).rsqrt()
+    return mean, invstd
+
+
+def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                      running_mean: Tensor | None, running_var: Tensor | None, training: bool,
+                      momentum: float, eps: float) -> tuple:
+    """``(output, save_mean, save_invstd)`` of batch normalisation; in training the running
+    statistics are updated in place and the batch's statistics are returned, in
+    evaluation the saved statistics are empty."""
+    out = _functional().batch_norm(input, running_mean, running_var, weight, bias, training,
+                                   momentum, eps)
+    if not training:
+        return out, _empty_stat(input), _empty_stat(input)
+    mean, invstd = _batch_stats(input, eps)
+    return out, mean, invstd
+
+
+def _native_batch_norm_legit(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                             *args) -> tuple:
+    """``native_batch_norm`` with running statistics (``running_mean, running_var,
+    training, momentum, eps``) or without them (``training, momentum, eps``)."""
+    if len(args) == 3:
+        training, momentum, eps = args
+        return native_batch_norm(input, weight, bias, None, None, training, momentum, eps)
+    return native_batch_norm(input, weight, bias, *args)
+
+
+def _batch_norm_with_update(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                            running_mean: Tensor, running_var: Tensor, momentum: float,
+                            eps: float) -> tuple:
+    """Training-mode batch norm that updates the running statistics: ``(output, save_mean,
+    save_invstd, reserve)`` with an empty uint8 ``reserve``."""
+    from refimpl.ops.factories import empty
+
+    out, mean, invstd = native_batch_norm(input, weight, bias, running_mean, running_var,
+                                          True, momentum, eps)
+    return out, mean, invstd, empty((0,), dtype=D.uint8, device=input.device)
+
+
+def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None,
+                      bias: Tensor | None, eps: float) -> tuple:
+    """``(output, mean, rstd)``; the statistics keep the normalised dims with size 1."""
+    normalized_shape = tuple(normalized_shape)
+    out = _functional().layer_norm(input, normalized_shape, weight, bias, eps)
+    axis = input.dim() - len(normalized_shape)
+    dims = list(range(axis, input.dim()))
+    x = input.detach().to(_stat_dtype(input))
+    if not dims:
+        return out, x.clone(), (x * 0 + eps).rsqrt()
+    mean = x.mean(dims, keepdim=True)
+    rstd = (x.var(dims, correction=0, keepdim=True) + eps).rsqrt()
+    return out, mean, rstd
+
+
+def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int,
+                      C: int, HxW: int, group: int, eps: float) -> tuple:
+    """``(output, mean, rstd)`` with statistics of shape ``(N, group)`` (differentiable)."""
+    out = _functional().group_norm(input, group, weight, bias, eps)
+    x = input.reshape(N, group, (C // group) * HxW)
+    mean = x.mean(-1)
+    rstd = (x.var(-1, correction=0) + eps).rsqrt()
+    return out, mean, rstd
+
+
+def _softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int,
+                           input_dtype) -> Tensor:
+    """The gradient of softmax's input from its output: ``y * (g - sum(g * y, dim))``."""
+    g = output * (grad_output - (grad_output * output).sum(dim, keepdim=True))
+    return g.to(input_dtype)
+
+
+def _safe_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """softmax whose rows of only ``-inf`` give zeros instead of NaN."""
+    from refimpl.ops.elementwise_binary import where
+
+    masked = (input == -math.inf).all(dim, keepdim=True)
+    out = _functional().softmax(where(masked, 0, input), dim, dtype=dtype)
+    return where(masked, 0, out)
+
+
+def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """The gradient through dropout: ``grad_output * mask * scale``."""
+    return grad_output * mask * scale
+
+
+def max_pool2d_with_indices_backward(grad_output: Tensor, input: Tensor, kernel_size, stride,
+                                     padding, dilation, ceil_mode: bool,
+                                     indices: Tensor) -> Tensor:
+    """The gradient of max_pool2d's input: each output gradient added at the flat index
+    (within its plane) of the maximum it came from."""
+    lead = tuple(input.shape[:-2])
+    plane = input.shape[-2] * input.shape[-1]
+    # zeros that depend on input with a zero derivative (torch's formula for input:
+    # zeros_like), whatever input holds (NaN, inf)
+    flat = (input.nan_to_num(0, 0, 0) * 0).to(grad_output.dtype).reshape(*lead, plane)
+    g = grad_output.reshape(*lead, -1)
+    return flat.scatter_add(-1, indices.reshape(*lead, -1), g).reshape(input.shape)
+
+
+def constant_pad_nd(input: Tensor, pad, value: float = 0) -> Tensor:
+    """Pad (or, with negative amounts, crop) the last dims with ``value``."""
+    return _functional().pad(input, list(pad), "constant", value)
+
+
+_INTERPOLATION = ("bilinear", "nearest", "bicubic")
+_PADDING = ("zeros", "border", "reflection")
+
+
+def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """``grid_sample`` with torch's integer codes for the interpolation (0 bilinear,
+    1 nearest, 2 bicubic) and padding (0 zeros, 1 border, 2 reflection) modes."""
+    return _functional().grid_sample(input, grid, _INTERPOLATION[interpolation_mode],
+                                     _PADDING[padding_mode], align_corners)
+
+
+def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """``grid_sample`` of a 5-d input (bilinear = trilinear, nearest), torch's codes."""
+    return _functional().grid_sample(input, grid, _INTERPOLATION[interpolation_mode],
+                                     _PADDING[padding_mode], align_corners)
+
+
+def _chunk_cat_check(tensors: list, dim: int, num_chunks: int) -> int:
+    """torch's checks of ``_chunk_cat``'s arguments; the wrapped dim."""
+    def fail(what: str):
+        raise RuntimeError(f"_chunk_cat expects {what}")
+
+    if not tensors:
+        fail("a non-empty input tensor list")
+    if num_chunks < 1:
+        fail("positive num_chunks")
+    ndims = {x.dim() for x in tensors}
+    if len(ndims) > 1 and dim < 0:
+        fail("non-negative dim when input tensors have different ndims")
+    if any(dim >= x.dim() for x in tensors):
+        fail("dim < ndim for all input tensors")
+    d = wrap_dim(dim, tensors[0].dim())
+    if any(x.shape[:d] != tensors[0].shape[:d] for x in tensors):
+        fail("same sizes of 0,...,dim-1 dimensions for all tensors")
+    if any(x.numel() == 0 for x in tensors):
+        fail("non-empty tensor")
+    if any(x.dtype != tensors[0].dtype for x in tensors):
+        fail("all input tensors with the same dtype")
+    return d
+
+
+def _chunk_cat(tensors, dim: int, num_chunks: int) -> Tensor:
+    """Split every tensor along ``dim`` into ``num_chunks`` chunks (the last zero-padded to
+    the same size) and concatenate chunk by chunk: the result has shape
+    ``leading dims + (num_chunks, sum of each tensor's flattened chunk)``."""
+    from refimpl.ops.shape import cat
+
+    tensors = list(tensors)
+    d = _chunk_cat_check(tensors, dim, num_chunks)
+    pieces = []
+    for x in tensors:
+        size = x.shape[d]
+        per = -(-size // num_chunks)
+        if per * num_chunks != size:
+            amounts = [0, 0] * (x.dim() - d - 1) + [0, per * num_chunks - size]
+            x = _functional().pad(x, amounts)
+        pieces.append(x.reshape(*x.shape[:d], num_chunks, -1))
+    return cat(pieces, d + 1)
+
+
+def _clamped(indices, shape) -> tuple:
+    """Indices clamped into range (the masked-off positions may hold any index)."""
+    return tuple(None if i is None else i.clamp(-shape[k], shape[k] - 1)
+                 for k, i in enumerate(indices))
+
+
+def _index_key(indices) -> tuple:
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+def _unsafe_masked_index(input: Tensor, mask: Tensor, indices, fill) -> Tensor:
+    """``input[indices]`` where ``mask`` holds, ``fill`` elsewhere."""
+    from refimpl.ops.elementwise_binary import where
+
+    picked = input[_index_key(_clamped(indices, input.shape))]
+    return where(mask, picked, fill)
+
+
+def _unsafe_masked_index_put_accumulate(input: Tensor, mask: Tensor, indices,
+                                        values: Tensor) -> Tensor:
+    """A copy of ``input`` with ``values`` added at ``indices`` where ``mask`` holds."""
+    from refimpl.ops.elementwise_binary import where
+    from refimpl.ops.factories import zeros_like
+    from refimpl.ops.indexing import index_put
+
+    masked = where(mask, values, zeros_like(values))
+    return index_put(input, _clamped(indices, input.shape), masked, True)
+
+
+__all__ = [
+    "_batch_norm_with_update",
+    "_chunk_cat",
+    "_native_batch_norm_legit",
+    "_safe_softmax",
+    "_softmax_backward_data",
+    "_unsafe_masked_index",
+    "_unsafe_masked_index_put_accumulate",
+    "constant_pad_nd",
+    "grid_sampler_2d",
+    "grid_sampler_3d",
+    "max_pool2d_with_indices_backward",
+    "native_batch_norm",
+    "native_dropout_backward",
+    "native_group_norm",
+    "native_layer_norm",
+]
