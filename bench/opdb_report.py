@@ -76,6 +76,11 @@ def resolve(name: str, variant: str = ""):
         return obj
     if len(parts) == 1 and hasattr(refimpl.Tensor, name):
         return lambda self, *a, **k: _method(self, name)(*a, **k)
+    if len(parts) == 1:  # an op torch has only as torch.ops.aten.<name>
+        try:
+            return getattr(refimpl.ops.aten, name).default
+        except NotImplementedError:
+            return None
     return None
 
 

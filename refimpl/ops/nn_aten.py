@@ -65,7 +65,7 @@ def _native_batch_norm_legit(input: Tensor, weight: Tensor | None, bias: Tensor 
     return native_batch_norm(input, weight, bias, *args)
 
 
-def _batch_norm_with_update(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+def batch_norm_with_update(input: Tensor, weight: Tensor | None, bias: Tensor | None,
                             running_mean: Tensor, running_var: Tensor, momentum: float,
                             eps: float) -> tuple:
     """Training-mode batch norm that updates the running statistics: ``(output, save_mean,
@@ -118,12 +118,12 @@ def _safe_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     return where(masked, 0, out)
 
 
-def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
+def dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
     """The gradient through dropout: ``grad_output * mask * scale``."""
     return grad_output * mask * scale
 
 
-def max_pool2d_with_indices_backward(grad_output: Tensor, input: Tensor, kernel_size, stride,
+def max_pool2d_backward(grad_output: Tensor, input: Tensor, kernel_size, stride,
                                      padding, dilation, ceil_mode: bool,
                                      indices: Tensor) -> Tensor:
     """The gradient of max_pool2d's input: each output gradient added at the flat index
@@ -206,19 +206,18 @@ def _chunk_cat(tensors, dim: int, num_chunks: int) -> Tensor:
 
 def _clamped(indices, shape) -> tuple:
     """Indices clamped into range (the masked-off positions may hold any index)."""
-    return tuple(None if i is None else i.clamp(-shape[k], shape[k] - 1)
-                 for k, i in enumerate(indices))
-
-
-def _index_key(indices) -> tuple:
-    return tuple(slice(None) if i is None else i for i in indices)
+    for k, i in enumerate(indices):
+        if not isinstance(i, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 2, but got "
+                            f"{type(i).__name__}")
+    return tuple(i.clamp(-shape[k], shape[k] - 1) for k, i in enumerate(indices))
 
 
 def _unsafe_masked_index(input: Tensor, mask: Tensor, indices, fill) -> Tensor:
     """``input[indices]`` where ``mask`` holds, ``fill`` elsewhere."""
     from refimpl.ops.elementwise_binary import where
 
-    picked = input[_index_key(_clamped(indices, input.shape))]
+    picked = input[_clamped(indices, input.shape)]
     return where(mask, picked, fill)
 
 
@@ -234,7 +233,6 @@ def _unsafe_masked_index_put_accumulate(input: Tensor, mask: Tensor, indices,
 
 
 __all__ = [
-    "_batch_norm_with_update",
     "_chunk_cat",
     "_native_batch_norm_legit",
     "_safe_softmax",
@@ -244,9 +242,24 @@ __all__ = [
     "constant_pad_nd",
     "grid_sampler_2d",
     "grid_sampler_3d",
-    "max_pool2d_with_indices_backward",
     "native_batch_norm",
-    "native_dropout_backward",
     "native_group_norm",
     "native_layer_norm",
 ]
+
+
+def _register_aten() -> None:
+    """Every op of this module under ``ops.aten``; those torch has only there
+    (``aten.native_dropout_backward``, ``aten.max_pool2d_with_indices_backward``,
+    ``aten._batch_norm_with_update``) only there."""
+    from refimpl.library import register_composite
+
+    for name in __all__:
+        register_composite(name, ("default",), globals()[name])
+    register_composite("_native_batch_norm_legit", ("no_stats",), _native_batch_norm_legit)
+    register_composite("_batch_norm_with_update", ("default",), batch_norm_with_update)
+    register_composite("native_dropout_backward", ("default",), dropout_backward)
+    register_composite("max_pool2d_with_indices_backward", ("default",), max_pool2d_backward)
+
+
+_register_aten()
