@@ -79,7 +79,7 @@ def resolve(name: str, variant: str = ""):
     if len(parts) == 1:  # an op torch has only as torch.ops.aten.<name>
         try:
             return getattr(refimpl.ops.aten, name).default
-        except NotImplementedError:
+        except (NotImplementedError, AttributeError):
             return None
     return None
 
