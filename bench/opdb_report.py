@@ -107,7 +107,9 @@ def to_refimpl(x, device: str, storages: dict | None = None):
     storages = {} if storages is None else storages
     if isinstance(x, torch.Tensor):
         arr = x.detach().cpu().resolve_conj().resolve_neg()
-        key = (arr.untyped_storage().data_ptr(), arr.dtype) if arr.numel() else None
+        # keyed by the torch tensor's own storage: a CUDA tensor's host copy is a temporary
+        # whose address a later copy may reuse
+        key = (x.device, x.untyped_storage().data_ptr(), x.dtype) if arr.numel() else None
         whole = arr.untyped_storage().nbytes() == arr.numel() * arr.element_size()
         if key is None or key not in storages and arr.is_contiguous() and whole and \
                 not arr.storage_offset():

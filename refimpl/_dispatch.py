@@ -405,6 +405,7 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
             f"{name}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
+    _check_out_memory(op, out, args, kwargs)
     into = op.extra.get("cuda_into")
     if into is not None and type(out) is Tensor and out._storage.device.type == "cuda":
         from refimpl.ops._pointwise_cuda import write_out_directly
@@ -412,7 +413,6 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
         if write_out_directly(op, into, out, args, kwargs):
             out._version_counter.bump()
             return out
-    _check_out_memory(op, out, args, kwargs)
     result = below_autograd(op, args, kwargs)
     _check_out_dtypes(op, out, result, args)
     if isinstance(out, (tuple, list)):

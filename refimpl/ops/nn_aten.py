@@ -24,7 +24,8 @@ def _functional():
 def _empty_stat(input: Tensor) -> Tensor:
     from refimpl.ops.factories import empty
 
-    return empty((0,), dtype=_stat_dtype(input), device=input.device)
+    n = input.shape[1] if input.is_cuda and input.dim() > 1 else 0
+    return empty((n,), dtype=_stat_dtype(input), device=input.device)
 
 
 def _stat_dtype(input: Tensor) -> D.dtype:
@@ -49,7 +50,7 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
     evaluation the saved statistics are empty."""
     out = _functional().batch_norm(input, running_mean, running_var, weight, bias, training,
                                    momentum, eps)
-    if not training:
+    if not training:  # unused statistics: none on the CPU, uninitialised ones on CUDA
         return out, _empty_stat(input), _empty_stat(input)
     mean, invstd = _batch_stats(input, eps)
     return out, mean, invstd
@@ -119,7 +120,11 @@ def _safe_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
 
 
 def dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
-    """The gradient through dropout: ``grad_output * mask * scale``."""
+    """The gradient through dropout: ``grad_output * mask * scale`` (CUDA: floating
+    gradients only, as torch's kernel)."""
+    if grad_output.is_cuda and not grad_output.dtype.is_floating_point:
+        raise NotImplementedError(
+            f'"masked_scale" not implemented for \'{D.type_name(grad_output.dtype)}\'')
     return grad_output * mask * scale
 
 
