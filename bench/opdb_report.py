@@ -123,6 +123,8 @@ def to_refimpl(x, device: str, storages: dict | None = None):
             r = storages[key].as_strided(tuple(arr.shape), arr.stride(), arr.storage_offset())
         if x.requires_grad:
             r.requires_grad_(True)
+            if not x.is_leaf:  # an intermediate (a clone an in-place op writes): one here too
+                r = r.clone()
         return r
     if isinstance(x, torch.dtype):
         return getattr(t, str(x).removeprefix("torch."))
