@@ -105,6 +105,8 @@ def to_refimpl(x, device: str, storages: dict | None = None):
     import refimpl as t
 
     storages = {} if storages is None else storages
+    if isinstance(x, torch.Tensor) and ("id", id(x)) in storages:
+        return storages[("id", id(x))]  # one tensor passed twice: one refimpl tensor
     if isinstance(x, torch.Tensor):
         arr = x.detach().cpu().resolve_conj().resolve_neg()
         # keyed by the torch tensor's own storage: a CUDA tensor's host copy is a temporary
@@ -128,6 +130,7 @@ def to_refimpl(x, device: str, storages: dict | None = None):
             r.requires_grad_(True)
             if not x.is_leaf:  # an intermediate (a clone an in-place op writes): one here too
                 r = r.clone()
+        storages[("id", id(x))] = r
         return r
     if isinstance(x, torch.dtype):
         return getattr(t, str(x).removeprefix("torch."))
@@ -240,14 +243,16 @@ def _grads(mod, fn, args: list, kwargs: dict):
     return [mod.zeros_like(a) if g is None else g for a, g in zip(leaves, got)]
 
 
-def capture(op, sample, name: str) -> tuple:
+def capture(op, sample, name: str, on_call=None) -> tuple:
     """The call of the function named ``name`` that torch's OpInfo callable makes on
     ``sample``: ``(function, args, kwargs)``, or the OpInfo callable with the sample's
     own arguments when no such call is seen.
 
     OpInfos often wrap the function in a lambda that reorders or completes its arguments
     (``embedding``'s takes the weight first); a torch function mode sees the call the
-    wrapper makes, so refimpl's function gets exactly torch's arguments.
+    wrapper makes, so refimpl's function gets exactly torch's arguments. ``on_call(args,
+    kwargs)`` runs just before that call (to convert the arguments before torch's call
+    changes them).
     """
     import torch
     from torch.overrides import TorchFunctionMode
@@ -262,6 +267,8 @@ def capture(op, sample, name: str) -> tuple:
             if isinstance(func, torch._ops.OpOverload):  # aten.<op>.<overload>
                 called = called.split(".")[0]
             if not seen and called == last:
+                if on_call is not None:  # before the call: an out= it resizes is seen unchanged
+                    on_call(list(args), dict(kwargs))
                 seen.append((func, list(args), dict(kwargs)))
             return func(*args, **kwargs)
 
@@ -443,7 +450,15 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
     except Exception:  # noqa: BLE001 - no error inputs for this op
         errors = []
     for ei in errors:
-        _, args, kwargs = capture(op, ei.sample_input, op.name)
+        frozen: list = []
+
+        def freeze(a, k, frozen=frozen):
+            try:
+                frozen.append(to_refimpl((a, k), device))
+            except Exception as e:  # noqa: BLE001 - reported when the error input runs
+                frozen.append(e)
+
+        _, args, kwargs = capture(op, ei.sample_input, op.name, freeze)
         try:
             op(ei.sample_input.input, *ei.sample_input.args, **ei.sample_input.kwargs)
         except Exception as e:  # noqa: BLE001 - torch's exception is what refimpl must match
@@ -452,8 +467,10 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
         else:
             continue  # torch itself does not raise: nothing to match
 
-        def error(ei=ei, args=args, kwargs=kwargs):
-            rargs, rkwargs = to_refimpl((args, kwargs), device)
+        def error(ei=ei, args=args, kwargs=kwargs, frozen=frozen):
+            if frozen and isinstance(frozen[0], Exception):
+                raise frozen[0]
+            rargs, rkwargs = frozen[0] if frozen else to_refimpl((args, kwargs), device)
             try:
                 fn(*rargs, **rkwargs)
             except Exception as e:  # noqa: BLE001 - the exception is the result

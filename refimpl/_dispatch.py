@@ -415,15 +415,18 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
             return out
     result = below_autograd(op, args, kwargs)
     _check_out_dtypes(op, out, result, args)
+    def recheck() -> None:  # an output resized to the result's shape may meet an input now
+        _check_out_memory(op, out, args, kwargs)
+
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
-            _write_out(o, r, op.name)
+            _write_out(o, r, op.name, recheck)
         return type(out)(out) if isinstance(out, tuple) else out
-    _write_out(out, result, op.name)
+    _write_out(out, result, op.name, recheck)
     return out
 
 
-def _write_out(out: Tensor, result: Tensor, name: str) -> None:
+def _write_out(out: Tensor, result: Tensor, name: str, after_resize=None) -> None:
     check_inplace_allowed(out)
     if out._storage.device != result._storage.device:
         raise RuntimeError(
@@ -444,6 +447,8 @@ def _write_out(out: Tensor, result: Tensor, name: str) -> None:
                 stacklevel=4,
             )
         out.resize_(result._shape)
+        if after_resize is not None:
+            after_resize()
     write_into(out, result, name)
 
 
@@ -461,11 +466,18 @@ def _check_out_memory(op: OpDef, out, args: tuple, kwargs: dict) -> None:
         assert_no_internal_overlap(o)
     if not op.extra.get("out_overlap"):
         return
+    inputs = tensors_in(args, {k: v for k, v in kwargs.items() if k != "out"})
     for o in outs:
-        for t in tensors_in(args, {k: v for k, v in kwargs.items() if k != "out"}):
-            if t._storage is o._storage and _spans_meet(t, o):
-                raise RuntimeError(_OVERLAP.format(
-                    "some elements of the input tensor and the written-to tensor", ""))
+        assert_no_input_overlap(o, inputs)
+
+
+def assert_no_input_overlap(out: Tensor, inputs) -> None:
+    """torch's error for an output sharing memory with one of ``inputs`` (the same tensor,
+    even empty, or intersecting memory)."""
+    for t in inputs:
+        if t is out or t._storage is out._storage and _spans_meet(t, out):
+            raise RuntimeError(_OVERLAP.format(
+                "some elements of the input tensor and the written-to tensor", ""))
 
 
 def assert_no_internal_overlap(t: Tensor) -> None:

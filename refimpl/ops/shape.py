@@ -169,6 +169,10 @@ cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_ca
 
 def cat(tensors, dim: int = 0, *, axis: int | None = None, out: Tensor | None = None) -> Tensor:
     """Concatenate along ``dim``, promoting dtypes; 1-D empty tensors are skipped."""
+    if out is not None and isinstance(tensors, (list, tuple)):  # skipped inputs count too
+        from refimpl._dispatch import assert_no_input_overlap
+
+        assert_no_input_overlap(out, [x for x in tensors if isinstance(x, Tensor)])
     tensors = _tensor_list("cat", tensors)
     d = axis if axis is not None else dim
     return cat_op(tensors, d) if out is None else cat_op(tensors, d, out=out)
