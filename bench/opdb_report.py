@@ -371,6 +371,17 @@ def _torch_equal(a, b) -> bool:
     return True
 
 
+def _fresh(x):
+    """A deep copy (tensors sharing storage still share it): error inputs of one OpInfo
+    share tensors, and torch resizes an out= before it raises, so each call gets its own."""
+    import copy
+
+    try:
+        return copy.deepcopy(x)
+    except Exception:  # noqa: BLE001 - not copyable (a generator, a view of a grad tensor)
+        return x
+
+
 def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
     """Forward, gradient and error-input results of one OpInfo."""
     import torch
@@ -458,9 +469,11 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
             except Exception as e:  # noqa: BLE001 - reported when the error input runs
                 frozen.append(e)
 
-        _, args, kwargs = capture(op, ei.sample_input, op.name, freeze)
+        sample = _fresh(ei.sample_input)
+        _, args, kwargs = capture(op, sample, op.name, freeze)
         try:
-            op(ei.sample_input.input, *ei.sample_input.args, **ei.sample_input.kwargs)
+            positional, named = _fresh(([sample.input, *sample.args], sample.kwargs))
+            op(*positional, **named)
         except Exception as e:  # noqa: BLE001 - torch's exception is what refimpl must match
             if not (isinstance(e, ei.error_type) and re.search(ei.error_regex, str(e))):
                 continue  # torch raises something else here: the error input is stale
