@@ -166,6 +166,56 @@ def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, paddin
                                      _PADDING[padding_mode], align_corners)
 
 
+def _aa_weights(in_size: int, out_size: int, align_corners: bool, opt_scale):
+    """The (out, in) matrix of antialiased bilinear interpolation along one dim: a triangle
+    filter widened by the downscaling factor, each row normalised to sum 1."""
+    import numpy as np
+
+    if align_corners:
+        scale = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        scale = 1.0 / opt_scale if opt_scale is not None and opt_scale > 0 else in_size / out_size
+    support = max(scale, 1.0)
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    w = np.zeros((out_size, in_size))
+    for i in range(out_size):
+        center = scale * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), in_size)
+        taps = np.clip(1 - np.abs((np.arange(lo, hi) - center + 0.5) * invscale), 0, None)
+        if taps.sum():
+            w[i, lo:hi] = taps / taps.sum()
+    return w
+
+
+def upsample_bilinear2d_aa(input: Tensor, output_size=None, align_corners: bool = False,
+                           *scales, scales_h=None, scales_w=None, scale_factors=None) -> Tensor:
+    """Antialiased bilinear resizing of the last two dims of a 4-d input (both of torch's
+    overloads: ``scales_h, scales_w``, or ``.vec``'s ``scale_factors``)."""
+    from refimpl.ops.factories import tensor
+
+    if len(scales) == 1:
+        scale_factors = scales[0]
+    elif len(scales) == 2:
+        scales_h, scales_w = scales
+    if scale_factors is not None:
+        scales_h, scales_w = scale_factors
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError("refimpl: _upsample_bilinear2d_aa of integral inputs (the "
+                                  "fixed-point uint8 kernel) is not implemented")
+    in_h, in_w = input.shape[-2:]
+    if output_size is None:
+        output_size = (int(in_h * scales_h), int(in_w * scales_w))
+    out_h, out_w = output_size
+    # float64 sums, rounded once: within torch's float32 rounding of its own sums
+    wide = D.float64 if input.dtype in (D.float32, D.float64) else D.float32
+    wh = tensor(_aa_weights(in_h, out_h, align_corners, scales_h), dtype=wide,
+                device=input.device)
+    ww = tensor(_aa_weights(in_w, out_w, align_corners, scales_w).T, dtype=wide,
+                device=input.device)
+    return wh.matmul(input.to(wide)).matmul(ww).to(input.dtype)
+
+
 def _chunk_cat_check(tensors: list, dim: int, num_chunks: int) -> int:
     """torch's checks of ``_chunk_cat``'s arguments; the wrapped dim."""
     def fail(what: str):
@@ -265,6 +315,7 @@ def _register_aten() -> None:
     register_composite("_batch_norm_with_update", ("default",), batch_norm_with_update)
     register_composite("native_dropout_backward", ("default",), dropout_backward)
     register_composite("max_pool2d_with_indices_backward", ("default",), max_pool2d_backward)
+    register_composite("_upsample_bilinear2d_aa", ("default", "vec"), upsample_bilinear2d_aa)
 
 
 _register_aten()
