@@ -303,6 +303,88 @@ __all__ = [
 ]
 
 
+def _fractional_intervals(u: Tensor, in_size: int, out_size: int, k: int) -> Tensor:
+    """Window starts of fractional max pooling along one dim for samples ``u`` in [0, 1):
+    ``floor((i + u) * alpha) - floor(u * alpha)``, the last window at the end."""
+    from refimpl.ops.factories import arange, full
+
+    if out_size == 1:
+        return full((*u.shape, 1), in_size - k, dtype=D.int64, device=u.device)
+    alpha = (in_size - k) / (out_size - 1)
+    i = arange(out_size - 1, dtype=u.dtype, device=u.device)
+    u = u.unsqueeze(-1)
+    starts = (((i + u) * alpha).floor() - (u * alpha).floor()).to(D.int64)
+    last = full((*starts.shape[:-1], 1), in_size - k, dtype=D.int64, device=u.device)
+    from refimpl.ops.shape import cat
+
+    return cat([starts, last], -1)
+
+
+def _fractional_max_pool(name: str, nd: int, order: tuple, input: Tensor, kernel_size,
+                         output_size, output_ratio, return_indices: bool, samples):
+    """Fractional max pooling over the last ``nd`` dims; ``order[j]`` is the spatial dim
+    that sample ``j`` of a plane draws the windows of (torch's layout of the samples)."""
+    import itertools
+
+    from refimpl.ops.random import rand
+    from refimpl.ops.shape import stack
+
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an "
+                         "output_ratio")
+    k = _ntuple(kernel_size, nd)
+    spatial = tuple(input.shape[-nd:])
+    if output_size is None:
+        output_size = tuple(int(s * r) for s, r in zip(spatial, _ntuple(output_ratio, nd)))
+    out = _ntuple(output_size, nd)
+    batched = input.dim() == nd + 2
+    x = input if batched else input.unsqueeze(0)
+    n, c = x.shape[0], x.shape[1]
+    if samples is None:
+        samples = rand(n, c, nd, dtype=input.dtype, device=input.device)
+    starts = [None] * nd
+    for j, d in enumerate(order):
+        starts[d] = _fractional_intervals(samples[..., j], spatial[d], out[d], k[d])
+    strides = [math.prod(spatial[d + 1:]) for d in range(nd)]
+    flat = x.reshape(n, c, -1)
+    picks, where_from = [], []
+    for offset in itertools.product(*(range(kd) for kd in k)):
+        index = None
+        for d in range(nd):
+            pos = (starts[d] + offset[d]) * strides[d]
+            pos = pos.reshape(n, c, *[out[d] if e == d else 1 for e in range(nd)])
+            index = pos if index is None else index + pos
+        index = index.expand(n, c, *out).reshape(n, c, -1)
+        picks.append(flat.gather(-1, index))
+        where_from.append(index)
+    values, choice = stack(picks, -1).max(-1)
+    indices = stack(where_from, -1).gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+    values, indices = values.reshape(n, c, *out), indices.reshape(n, c, *out)
+    if not batched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
+
+
+def _ntuple(v, n: int) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Max pooling over pseudo-random windows of a (N, C, H, W) or (C, H, W) input: per
+    plane, samples ``(u_w, u_h)`` in [0, 1) place the windows (drawn when not given)."""
+    return _fractional_max_pool("fractional_max_pool2d", 2, (1, 0), input, kernel_size,
+                                output_size, output_ratio, return_indices, _random_samples)
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Fractional max pooling of a (N, C, T, H, W) or (C, T, H, W) input; per plane the
+    samples ``(u_t, u_h, u_w)`` place the windows."""
+    return _fractional_max_pool("fractional_max_pool3d", 3, (0, 1, 2), input, kernel_size,
+                                output_size, output_ratio, return_indices, _random_samples)
+
+
 def _register_aten() -> None:
     """Every op of this module under ``ops.aten``; those torch has only there
     (``aten.native_dropout_backward``, ``aten.max_pool2d_with_indices_backward``,
