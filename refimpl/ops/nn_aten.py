@@ -29,17 +29,24 @@ def _empty_stat(input: Tensor) -> Tensor:
 
 
 def _stat_dtype(input: Tensor) -> D.dtype:
-    """Saved statistics are kept in float32 for reduced-precision inputs (torch's opmath)."""
-    return D.float32 if input.dtype in (D.float16, D.bfloat16) else input.dtype
+    """The dtype of saved statistics: the input's on the CPU, float32 for reduced-precision
+    inputs on CUDA (torch's accumulation type there)."""
+    reduced = input.dtype in (D.float16, D.bfloat16)
+    return D.float32 if reduced and input.is_cuda else input.dtype
+
+
+def _opmath(x: Tensor) -> Tensor:
+    """``x`` in float32 when it is float16/bfloat16 (torch computes those in float)."""
+    return x.to(D.float32) if x.dtype in (D.float16, D.bfloat16) else x
 
 
 def _batch_stats(input: Tensor, eps: float) -> tuple:
     """Per-channel mean and inverse standard deviation (biased variance) of a batch."""
     dims = [0, *range(2, input.dim())]
-    x = input.detach().to(_stat_dtype(input))
+    x = _opmath(input.detach())
     mean = x.mean(dims)
     invstd = (x.var(dims, correction=0) + eps).rsqrt()
-    return mean, invstd
+    return mean.to(_stat_dtype(input)), invstd.to(_stat_dtype(input))
 
 
 def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
@@ -85,29 +92,29 @@ def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None,
     out = _functional().layer_norm(input, normalized_shape, weight, bias, eps)
     axis = input.dim() - len(normalized_shape)
     dims = list(range(axis, input.dim()))
-    x = input.detach().to(_stat_dtype(input))
+    x, dt = _opmath(input.detach()), _stat_dtype(input)
     if not dims:
-        return out, x.clone(), (x * 0 + eps).rsqrt()
+        return out, x.to(dt), (x * 0 + eps).rsqrt().to(dt)
     mean = x.mean(dims, keepdim=True)
     rstd = (x.var(dims, correction=0, keepdim=True) + eps).rsqrt()
-    return out, mean, rstd
+    return out, mean.to(dt), rstd.to(dt)
 
 
 def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int,
                       C: int, HxW: int, group: int, eps: float) -> tuple:
     """``(output, mean, rstd)`` with statistics of shape ``(N, group)`` (differentiable)."""
     out = _functional().group_norm(input, group, weight, bias, eps)
-    x = input.reshape(N, group, (C // group) * HxW)
+    x = _opmath(input).reshape(N, group, (C // group) * HxW)
     mean = x.mean(-1)
     rstd = (x.var(-1, correction=0) + eps).rsqrt()
-    return out, mean, rstd
+    return out, mean.to(_stat_dtype(input)), rstd.to(_stat_dtype(input))
 
 
 def _softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int,
                            input_dtype) -> Tensor:
     """The gradient of softmax's input from its output: ``y * (g - sum(g * y, dim))``."""
-    g = output * (grad_output - (grad_output * output).sum(dim, keepdim=True))
-    return g.to(input_dtype)
+    y, g = _opmath(output), _opmath(grad_output)
+    return (y * (g - (g * y).sum(dim, keepdim=True))).to(input_dtype)
 
 
 def _safe_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
