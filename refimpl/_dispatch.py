@@ -504,10 +504,13 @@ def _spans_meet(a: Tensor, b: Tensor) -> bool:
 def _check_out_dtypes(op: OpDef, out, result, args: tuple) -> None:
     """Ops whose outputs must have exactly the result's dtype (``extra["out_dtype"]``: the
     message, with ``{out}``/``{res}`` torch's C++ type names and ``{OUT}``/``{RES}`` its
-    scalar-type names of the output and the result)."""
+    scalar-type names of the output and the result; or a dict of them by device type)."""
     template = op.extra.get("out_dtype")
     if template is None:
         return
+    if isinstance(template, dict):  # per device type
+        kind = (result[0] if isinstance(result, tuple) else result).device.type
+        template = template.get(kind, template["cpu"])
     from refimpl._typed import _C_NAMES
 
     pairs = zip(out, result) if isinstance(out, (tuple, list)) else ((out, result),)

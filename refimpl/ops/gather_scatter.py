@@ -324,7 +324,8 @@ index_select = defop(
                                                              ctx.args[2]))),),
     jvp=lambda ctx, t, *_: None if t is None else t.index_select(ctx.args[1], ctx.args[2]),
     extra={"save_needs": {0: (2,)}, "out_overlap": True,
-           "out_dtype": "index_select(): self and result must have the same scalar type"})
+           "out_dtype": {"cpu": "index_select(): self and result must have the same scalar type",
+                         "cuda": "expected scalar type {OUT} but found {RES}"}})
 
 
 def _index_add_shape(self, dim: int, index) -> tuple:
