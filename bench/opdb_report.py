@@ -50,12 +50,22 @@ def _alarm(_signum, _frame):
     raise _Timeout
 
 
-def resolve(name: str):
-    """refimpl's callable for an OpInfo name, or None when refimpl lacks it."""
+def resolve(name: str, variant: str = ""):
+    """refimpl's callable for an OpInfo name, or None when refimpl lacks it.
+
+    A property (``T``, ``mH``) becomes a one-argument function; the ``in_place`` variant
+    of an op (``normal.in_place``) is the Tensor method ``<name>_`` on a clone, as torch's
+    OpInfo calls it."""
     import refimpl
     import refimpl.nn.functional as F
 
+    if variant == "in_place" and hasattr(refimpl.Tensor, name + "_"):
+        return lambda self, *a, **k: getattr(self.clone(), name + "_")(*a, **k)
+    if isinstance(getattr(refimpl.Tensor, name, None), property):
+        return lambda self: getattr(self, name)
     parts = name.split(".")
+    if parts[:3] == ["torch", "ops", "aten"] and len(parts) >= 4:  # an aten overload:
+        parts = [parts[3]]  # refimpl's function of that name
     if parts[:2] == ["nn", "functional"]:
         return getattr(F, parts[2], None) if len(parts) == 3 else None
     obj = refimpl
@@ -66,30 +76,65 @@ def resolve(name: str):
     if obj is not None and callable(obj):
         return obj
     if len(parts) == 1 and hasattr(refimpl.Tensor, name):
-        return lambda self, *a, **k: getattr(self, name)(*a, **k)
-    if len(parts) == 1 and name in refimpl.ops.REGISTRY:
-        return refimpl.ops.REGISTRY[name]  # an aten op torch exposes as torch.ops.aten.<name>
+        return lambda self, *a, **k: _method(self, name)(*a, **k)
+    if len(parts) == 1:  # an op torch has only as torch.ops.aten.<name>
+        try:
+            return getattr(refimpl.ops.aten, name).default
+        except (NotImplementedError, AttributeError):
+            return refimpl.ops.REGISTRY.get(name)
     return None
 
 
-def to_refimpl(x, device: str):
+def _method(self, name: str):
+    """``Tensor.<name>`` bound to ``self``. torch's methods are C descriptors that refuse
+    any other ``self`` (``Tensor.__radd__(2, t)``); refimpl's Python methods cannot, so the
+    refusal is made here with torch's message."""
+    import refimpl
+
+    if not isinstance(self, refimpl.Tensor):
+        raise TypeError(f"descriptor '{name}' requires a 'torch._C.TensorBase' object but "
+                        f"received a '{type(self).__name__}'")
+    return getattr(self, name)
+
+
+def to_refimpl(x, device: str, storages: dict | None = None):
     """A torch value (tensors, dtypes, devices, containers) as its refimpl counterpart;
-    a tensor keeps its ``requires_grad``."""
+    a tensor keeps its ``requires_grad``, its strides and storage offset, and tensors
+    that share a torch storage share one refimpl storage (an out= aliasing an input)."""
     import torch
 
     import refimpl as t
 
+    storages = {} if storages is None else storages
+    if isinstance(x, torch.Tensor) and ("id", id(x)) in storages:
+        return storages[("id", id(x))]  # one tensor passed twice: one refimpl tensor
     if isinstance(x, torch.Tensor) and x.device.type == "meta":  # metadata only
         return t.empty(tuple(x.shape), dtype=getattr(t, str(x.dtype).removeprefix("torch.")),
                        device="meta")
     if isinstance(x, torch.Tensor):
-        arr = x.detach().cpu()
-        if arr.dtype is torch.bfloat16:
-            r = t.tensor(arr.float().numpy(), device=device).to(t.bfloat16)
+        arr = x.detach().cpu().resolve_conj().resolve_neg()
+        # keyed by the torch tensor's own storage: a CUDA tensor's host copy is a temporary
+        # whose address a later copy may reuse
+        key = (x.device, x.untyped_storage().data_ptr(), x.dtype) if arr.numel() else None
+        whole = arr.untyped_storage().nbytes() == arr.numel() * arr.element_size()
+        if arr.dim() > 64:  # more dims than numpy holds: refimpl's view of the flat data
+            r = _plain(arr.contiguous().reshape(-1), device).as_strided(
+                tuple(arr.shape), arr.contiguous().stride(), 0)
+        elif key is None or key not in storages and arr.is_contiguous() and whole and \
+                not arr.storage_offset():
+            r = _plain(arr, device)
+            if key is not None:
+                storages[key] = r.detach()  # later tensors of this storage view it
         else:
-            r = t.tensor(arr.resolve_conj().resolve_neg().numpy(), device=device)
+            if key not in storages:
+                n = arr.untyped_storage().nbytes() // arr.element_size()
+                storages[key] = _plain(arr.as_strided((n,), (1,), 0), device)
+            r = storages[key].as_strided(tuple(arr.shape), arr.stride(), arr.storage_offset())
         if x.requires_grad:
             r.requires_grad_(True)
+            if not x.is_leaf:  # an intermediate (a clone an in-place op writes): one here too
+                r = r.clone()
+        storages[("id", id(x))] = r
         return r
     if isinstance(x, torch.dtype):
         return getattr(t, str(x).removeprefix("torch."))
@@ -100,9 +145,11 @@ def to_refimpl(x, device: str):
     if isinstance(x, torch.Size):
         return tuple(x)
     if isinstance(x, (list, tuple)):
-        return type(x)(to_refimpl(v, device) for v in x)
+        return type(x)(to_refimpl(v, device, storages) for v in x)
     if isinstance(x, dict):
-        return {k: to_refimpl(v, device) for k, v in x.items()}
+        return {k: to_refimpl(v, device, storages) for k, v in x.items()}
+    if isinstance(x, torch.nn.Module):
+        return _module(x, device)
     if isinstance(x, torch.Generator):
         raise TypeError("a torch Generator has no refimpl counterpart")
     if callable(x) and hasattr(x, "__name__") and getattr(x, "__module__", "").startswith("torch"):
@@ -115,6 +162,32 @@ def to_refimpl(x, device: str):
     return x
 
 
+def _plain(arr, device: str):
+    """A contiguous refimpl copy of the contiguous-or-not CPU torch tensor ``arr``."""
+    import torch
+
+    import refimpl as t
+
+    if arr.dtype is torch.bfloat16:
+        return t.tensor(arr.float().numpy(), device=device).to(t.bfloat16)
+    return t.tensor(arr.numpy(), device=device)
+
+
+def _module(x, device: str):
+    """refimpl.nn's counterpart of a parameterless torch module (a distance function
+    passed as an argument), with the same settings."""
+    import refimpl.nn as rnn
+
+    cls = getattr(rnn, type(x).__name__, None)
+    if cls is None:
+        raise TypeError(f"refimpl.nn has no {type(x).__name__}")
+    m = cls()
+    for k, v in vars(x).items():
+        if not k.startswith("_") and isinstance(v, (bool, int, float, str, type(None))):
+            setattr(m, k, v)
+    return m.to(device)
+
+
 _TOL = {"float16": (1e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2), "float32": (1.3e-6, 1e-5),
         "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7)}
 
@@ -125,8 +198,6 @@ def same(r, T) -> bool:
 
     import refimpl as t
 
-    if isinstance(T, MetadataOnly):
-        return T(r)
     if isinstance(T, torch.Tensor):
         if not isinstance(r, t.Tensor) or tuple(r.shape) != tuple(T.shape):
             return False
@@ -136,7 +207,7 @@ def same(r, T) -> bool:
         a = np.asarray(r.to(t.float64)._np if r.dtype in (t.float16, t.bfloat16) else r._np)
         b = T.detach().cpu()
         b = (b.double() if b.dtype in (torch.float16, torch.bfloat16) else b).resolve_conj()
-        b = b.resolve_neg().numpy()
+        b = b.resolve_neg().numpy(force=True)  # force: a ZeroTensor gradient (sgn) too
         name = str(T.dtype).removeprefix("torch.")
         if name in _TOL:
             rt, at = _TOL[name]
@@ -189,15 +260,18 @@ def _then(post, func):
     return lambda *a, **k: post(func(*a, **k))
 
 
-def capture(op, sample, name: str) -> tuple:
+def capture(op, sample, name: str, on_call=None) -> tuple:
     """The call of the function named ``name`` that torch's OpInfo callable makes on
     ``sample``: ``(function, args, kwargs)``, or the OpInfo callable with the sample's
     own arguments when no such call is seen.
 
     OpInfos often wrap the function in a lambda that reorders or completes its arguments
     (``embedding``'s takes the weight first); a torch function mode sees the call the
-    wrapper makes, so refimpl's function gets exactly torch's arguments.
+    wrapper makes, so refimpl's function gets exactly torch's arguments. ``on_call(args,
+    kwargs)`` runs just before that call (to convert the arguments before torch's call
+    changes them).
     """
+    import torch
     from torch.overrides import TorchFunctionMode
 
     if name.startswith("masked."):
@@ -210,11 +284,14 @@ def capture(op, sample, name: str) -> tuple:
     class Capture(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if not seen and getattr(func, "__name__", None) in (last, f"linalg_{last}"):
+            called = getattr(func, "__name__", "")
+            if isinstance(func, torch._ops.OpOverload):  # aten.<op>.<overload>
+                called = called.split(".")[0]
+            if not seen and called in (last, f"linalg_{last}"):
+                if on_call is not None:  # before the call: an out= it resizes is seen unchanged
+                    on_call(list(args), dict(kwargs))
                 seen.append((func, list(args), dict(kwargs)))
             return func(*args, **kwargs)
-
-    import torch
 
     # torch's Python-level functions (svd_lowrank...) reach a mode only for tensor
     # subclasses: the call is seen by standing in for torch.<name> meanwhile
@@ -242,6 +319,92 @@ def capture(op, sample, name: str) -> tuple:
 
 _RANDOM = object()
 
+# Ops whose values are not meaningful to compare: uninitialised memory (compared by shape,
+# dtype and strides), and random ops whose OpInfo fixes torch's seed (``wrapper_set_seed``)
+# so that two torch runs agree although another generator's bits cannot (compared by
+# shape, dtype and the properties that hold for every draw: ``_RANDOM_CHECKS``).
+_UNINITIALISED = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                  "new_empty_strided"}
+_RANDOM_CHECKS = {
+    "rand_like": lambda r, args: bool(((r >= 0) & (r < 1)).all()) if r.numel() else True,
+    "randint_like": lambda r, args: True,
+    "randn_like": lambda r, args: bool(r.isfinite().all()) if r.numel() else True,
+    "bernoulli": lambda r, args: bool((r == r.round()).all() & (
+        (args[0] * (1 - args[0]) != 0) | (r == args[0])).all()) if r.numel() else True,
+    "multinomial": lambda r, args: True,
+    "normal": lambda r, args: bool(r.isfinite().all()) if r.numel() else True,
+    "nn.functional.fractional_max_pool2d": lambda r, args: _pooled_from(r, args[0], 2),
+    "nn.functional.fractional_max_pool3d": lambda r, args: _pooled_from(r, args[0], 3),
+}
+
+
+# random ops whose gradients depend on the draws (the other random ops' do not: bernoulli's
+# gradient is zero whatever it draws)
+_DRAWN_GRADS = {"nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d"}
+
+
+def _pooled_from(r, x, nd: int) -> bool:
+    """A random pooling's ``(values, indices)`` (or values): values are the input's at the
+    indices (within each plane of the last ``nd`` dims)."""
+    if not isinstance(r, (tuple, list)):
+        return True
+    values, indices = r
+    if not values.numel():
+        return True
+    plane = x.reshape(*x.shape[:-nd], -1)
+    picked = plane.gather(-1, indices.reshape(*indices.shape[:-nd], -1))
+    return bool((picked.reshape(values.shape) == values).all())
+
+
+# Ops whose index among equal values torch leaves unspecified (unstable sorts, selection):
+# (position of dim, position of keepdim or None). Their indices agree when they point at
+# equal values of the input.
+_TIES = {"sort": (1, None), "argsort": (1, None), "topk": (2, None), "kthvalue": (2, 3),
+         "mode": (1, 2)}
+
+
+def same_up_to_ties(name: str, args: list, kwargs: dict, r, T) -> bool:
+    """Whether refimpl's ``r`` agrees with torch's ``T`` for an op of ``_TIES``: the same
+    values, and indices that select equal input values."""
+    import torch
+
+    x = args[0]
+    dpos, kpos = _TIES[name]
+    dim = args[dpos] if len(args) > dpos else kwargs.get("dim", -1)
+    keep = (args[kpos] if len(args) > kpos else kwargs.get("keepdim", False)) if kpos else True
+    if name == "argsort":
+        got, want = r, T
+    elif not (isinstance(r, (tuple, list)) and len(r) == 2 and same(r[0], T[0])):
+        return False
+    else:
+        got, want = r[1], T[1]
+    if not same_layout_shape(got, want):
+        return False
+    got = torch.from_numpy(np.array(got.detach().cpu()._np))
+    if x.dim() == 0:
+        return torch.equal(got, want)
+    if not keep:
+        got, want = got.unsqueeze(dim), want.unsqueeze(dim)
+    a, b = x.detach().gather(dim, got), x.detach().gather(dim, want)
+    return bool(((a == b) | (a.isnan() & b.isnan()) if a.is_floating_point() else a == b).all())
+
+
+def same_layout_shape(r, T) -> bool:
+    """Whether refimpl's tensor ``r`` has torch's ``T``'s shape and dtype."""
+    import refimpl as t
+
+    return isinstance(r, t.Tensor) and tuple(r.shape) == tuple(T.shape) and str(
+        r.dtype) == str(T.dtype)
+
+
+def same_layout(r, T) -> bool:
+    """Whether refimpl's ``r`` has torch's ``T``'s shape, dtype and strides (element by
+    element for tuples)."""
+    if isinstance(T, (tuple, list)):
+        return isinstance(r, (tuple, list)) and len(r) == len(T) and all(
+            same_layout(a, b) for a, b in zip(r, T))
+    return same_layout_shape(r, T) and tuple(r.stride()) == tuple(T.stride())
+
 
 def _deterministic(func, args, kwargs):
     """torch's result, or ``_RANDOM`` when two runs under different seeds differ (a
@@ -268,28 +431,22 @@ def _torch_equal(a, b) -> bool:
     return True
 
 
-# factories whose values are whatever the memory held: only shape, dtype and strides compare
-_UNINITIALISED = frozenset(("empty", "empty_like", "empty_strided", "new_empty",
-                            "new_empty_strided", "empty_permuted"))
-
-
-class MetadataOnly:
-    """A torch result of which only shape, dtype and strides are compared."""
-
-    def __init__(self, tensor) -> None:
-        self.tensor = tensor
-
-    def __call__(self, r) -> bool:
-        T = self.tensor
-        return (tuple(r.shape) == tuple(T.shape) and str(r.dtype) == str(T.dtype)
-                and tuple(r.stride()) == tuple(T.stride()))
-
-
 def _reseeds(op) -> bool:
     """Whether the OpInfo's callable seeds torch's generator itself (``wrapper_set_seed``):
     its values are then the same on every run, but still bits of torch's generator."""
     code = getattr(op.op, "__code__", None)
     return code is not None and "wrapper_set_seed" in code.co_names
+
+
+def _fresh(x):
+    """A deep copy (tensors sharing storage still share it): error inputs of one OpInfo
+    share tensors, and torch resizes an out= before it raises, so each call gets its own."""
+    import copy
+
+    try:
+        return copy.deepcopy(x)
+    except Exception:  # noqa: BLE001 - not copyable (a generator, a view of a grad tensor)
+        return x
 
 
 def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
@@ -334,22 +491,30 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
                 expected = _deterministic(func, args, kwargs)
             except Exception:  # noqa: BLE001, S112 - torch refuses this sample: skipped
                 continue
-            if expected is _RANDOM or _reseeds(op):
+            if expected is _RANDOM or (_reseeds(op) and op.name not in _RANDOM_CHECKS):
                 res["random"] += 1
                 continue
-            if op.name in _UNINITIALISED:
-                expected = MetadataOnly(expected)
 
 
             post = _processed(s)
 
             def forward(args=args, kwargs=kwargs, expected=expected, post=post):
-                got = fn(*to_refimpl(args, device), **to_refimpl(kwargs, device))
+                rargs, rkwargs = to_refimpl((args, kwargs), device)
+                got = fn(*rargs, **rkwargs)
+                if op.name in _UNINITIALISED:
+                    return same_layout(got, expected)
+                if op.name in _RANDOM_CHECKS:
+                    return same_layout(got, expected) and _RANDOM_CHECKS[op.name](got, rargs)
+                if op.name in _TIES and not kwargs.get("stable"):
+                    return same_up_to_ties(op.name, args, kwargs, got, expected)
                 return same(post(got), post(expected))
             guarded("forward", forward)
         if dname != "float64" or not op.supports_autograd:
             continue
         for s in samples_of(dtype, True):
+            if op.name in _DRAWN_GRADS:  # another generator's draws: other gradients
+                res["random"] += 1
+                continue
             func, args, kwargs = capture(op, s, op.name)
             post = _processed(s)
             try:
@@ -362,8 +527,7 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
                 continue
 
             def gradient(args=args, kwargs=kwargs, want=want, post=post):
-                got = _grads(t, _then(post, fn), to_refimpl(args, device),
-                             to_refimpl(kwargs, device))
+                got = _grads(t, _then(post, fn), *to_refimpl((args, kwargs), device))
                 return same(got, want)
             guarded("grad", gradient)
     try:
@@ -371,10 +535,31 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
     except Exception:  # noqa: BLE001 - no error inputs for this op
         errors = []
     for ei in errors:
-        def error(ei=ei):
-            _, args, kwargs = capture(op, ei.sample_input, op.name)
+        frozen: list = []
+
+        def freeze(a, k, frozen=frozen):
             try:
-                fn(*to_refimpl(args, device), **to_refimpl(kwargs, device))
+                frozen.append(to_refimpl((a, k), device))
+            except Exception as e:  # noqa: BLE001 - reported when the error input runs
+                frozen.append(e)
+
+        sample = _fresh(ei.sample_input)
+        _, args, kwargs = capture(op, sample, op.name, freeze)
+        try:
+            positional, named = _fresh(([sample.input, *sample.args], sample.kwargs))
+            op(*positional, **named)
+        except Exception as e:  # noqa: BLE001 - torch's exception is what refimpl must match
+            if not (isinstance(e, ei.error_type) and re.search(ei.error_regex, str(e))):
+                continue  # torch raises something else here: the error input is stale
+        else:
+            continue  # torch itself does not raise: nothing to match
+
+        def error(ei=ei, args=args, kwargs=kwargs, frozen=frozen):
+            if frozen and isinstance(frozen[0], Exception):
+                raise frozen[0]
+            rargs, rkwargs = frozen[0] if frozen else to_refimpl((args, kwargs), device)
+            try:
+                fn(*rargs, **rkwargs)
             except Exception as e:  # noqa: BLE001 - the exception is the result
                 kind = type(e).__name__.lstrip("_")
                 want = ei.error_type.__name__
@@ -431,7 +616,7 @@ def main(argv=None) -> int:
         if not any(getattr(torch, d) in op.supported_dtypes(opts.device) for d in dtypes):
             continue
         key = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-        fn = resolve(op.name)
+        fn = resolve(op.name, op.variant_test_name)
         if fn is None:
             missing.append(key)
             print(f"{key:48s} missing")

@@ -407,6 +407,7 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
             f"{name}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
+    _check_out_memory(op, out, args, kwargs)
     into = op.extra.get("cuda_into")
     if into is not None and type(out) is Tensor and out._storage.device.type == "cuda":
         from refimpl.ops._pointwise_cuda import write_out_directly
@@ -415,15 +416,19 @@ def _with_out(op: OpDef, args: tuple, kwargs: dict):
             out._version_counter.bump()
             return out
     result = below_autograd(op, args, kwargs)
+    _check_out_dtypes(op, out, result, args)
+    def recheck() -> None:  # an output resized to the result's shape may meet an input now
+        _check_out_memory(op, out, args, kwargs)
+
     if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
-            _write_out(o, r, op.name)
+            _write_out(o, r, op.name, recheck)
         return type(out)(out) if isinstance(out, tuple) else out
-    _write_out(out, result, op.name)
+    _write_out(out, result, op.name, recheck)
     return out
 
 
-def _write_out(out: Tensor, result: Tensor, name: str) -> None:
+def _write_out(out: Tensor, result: Tensor, name: str, after_resize=None) -> None:
     check_inplace_allowed(out)
     if out._storage.device != result._storage.device:
         raise RuntimeError(
@@ -444,4 +449,76 @@ def _write_out(out: Tensor, result: Tensor, name: str) -> None:
                 stacklevel=4,
             )
         out.resize_(result._shape)
+        if after_resize is not None:
+            after_resize()
     write_into(out, result, name)
+
+
+_OVERLAP = ("unsupported operation: {} refer{} to a single memory location. Please clone() "
+            "the tensor before performing the operation.")
+
+
+def _check_out_memory(op: OpDef, out, args: tuple, kwargs: dict) -> None:
+    """torch's memory-overlap checks of out=: no two elements of an output share memory;
+    for ops marked ``extra["out_overlap"]`` (gather, take, cat...) no output shares memory
+    with an input."""
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+            if type(o) is Tensor]
+    for o in outs:
+        assert_no_internal_overlap(o)
+    if not op.extra.get("out_overlap"):
+        return
+    inputs = tensors_in(args, {k: v for k, v in kwargs.items() if k != "out"})
+    for o in outs:
+        assert_no_input_overlap(o, inputs)
+
+
+def assert_no_input_overlap(out: Tensor, inputs) -> None:
+    """torch's error for an output sharing memory with one of ``inputs`` (the same tensor,
+    even empty, or intersecting memory)."""
+    for t in inputs:
+        if t is out or t._storage is out._storage and _spans_meet(t, out):
+            raise RuntimeError(_OVERLAP.format(
+                "some elements of the input tensor and the written-to tensor", ""))
+
+
+def assert_no_internal_overlap(t: Tensor) -> None:
+    """torch's error for an output some of whose elements share memory (a zero stride)."""
+    if any(st == 0 and n > 1 for st, n in zip(t._stride, t._shape)):
+        raise RuntimeError(_OVERLAP.format("more than one element of the written-to tensor",
+                                           "s"))
+
+
+def _spans_meet(a: Tensor, b: Tensor) -> bool:
+    """Whether the memory ranges of two tensors of one storage intersect."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+
+    def span(t: Tensor) -> tuple:
+        size = t.dtype.itemsize
+        last = sum((n - 1) * st for n, st in zip(t._shape, t._stride))
+        return t._offset * size, (t._offset + last + 1) * size
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _check_out_dtypes(op: OpDef, out, result, args: tuple) -> None:
+    """Ops whose outputs must have exactly the result's dtype (``extra["out_dtype"]``: the
+    message, with ``{out}``/``{res}`` torch's C++ type names and ``{OUT}``/``{RES}`` its
+    scalar-type names of the output and the result; or a dict of them by device type)."""
+    template = op.extra.get("out_dtype")
+    if template is None:
+        return
+    if isinstance(template, dict):  # per device type
+        kind = (result[0] if isinstance(result, tuple) else result).device.type
+        template = template.get(kind, template["cpu"])
+    from refimpl._typed import _C_NAMES
+
+    pairs = zip(out, result) if isinstance(out, (tuple, list)) else ((out, result),)
+    for o, r in pairs:
+        if type(o) is Tensor and isinstance(r, Tensor) and o.dtype != r.dtype:
+            raise RuntimeError(template.format(
+                out=_C_NAMES.get(o.dtype.name, o.dtype.name),
+                res=_C_NAMES.get(r.dtype.name, r.dtype.name),
+                OUT=D.type_name(o.dtype), RES=D.type_name(r.dtype)))

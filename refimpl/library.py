@@ -77,6 +77,12 @@ _COMPOSITES = {
 }
 
 
+def register_composite(name: str, overloads: tuple, fn: Callable) -> None:
+    """Make ``ops.aten.<name>.<overload>`` call ``fn`` (an op refimpl composes of its own)."""
+    for overload in overloads:
+        _COMPOSITES[(name, overload)] = fn
+
+
 class _AtenNamespace:
     """``ops.aten``: refimpl's ops under torch's names."""
 

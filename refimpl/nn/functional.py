@@ -439,3 +439,8 @@ __all__ = [
     "upsample_bilinear",
     "upsample_nearest",
 ]
+
+# fractional max pooling (refimpl/ops/nn_aten.py)
+from refimpl.ops.nn_aten import fractional_max_pool2d, fractional_max_pool3d
+
+__all__ += ["fractional_max_pool2d", "fractional_max_pool3d"]

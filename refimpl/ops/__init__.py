@@ -25,6 +25,7 @@ MODULES = [
     "fft", "windows", "spectral",
     "special_ops",
     "linalg_factor", "linalg_det", "linalg_triangular", "linalg_qr",
+    "nn_aten",
 ]
 # issue #10's shape, reduction and random ops
 MODULES += ["view_copies", "shape_extra", "reduction_extra", "reduction_extra_stats",

@@ -7,6 +7,10 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
 
+# torch's message when an op's out= must have the result's dtype exactly (the
+# ``extra["out_dtype"]`` of gather, sort, topk...; the dispatcher fills the names)
+OUT_DTYPE = "Expected out tensor to have dtype {res}, but got {out} instead"
+
 __all__ = [
     "broadcast_shapes",
     "compute_np_dtype",

@@ -274,6 +274,38 @@ class Unary:
         return run_cuda(expr, (x,), out, dtype, params, x._shape, into, self.name)
 
 
+def check_scalar_first(name: str, first, a, b) -> None:
+    """torch's argument parser on a binary function whose first argument is a number.
+
+    ``first`` is ``"tensor"`` for a function of one signature (``atan2(Tensor input,
+    Tensor other)``), else torch's overload signatures: a number first is accepted only
+    by a ``(Number self, Tensor other)`` overload when ``other`` is a tensor.
+    """
+    if first == "tensor":
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(a).__name__}")
+    if isinstance(b, Tensor) and any(sig.startswith("(Number self") for sig in first):
+        return
+    got = ", ".join(type(x).__name__ for x in (a, b) if x is not None)
+    lines = []
+    for sig in first:
+        lines.append(f" * {sig}\n")
+        if sig.startswith("(Number self"):
+            lines.append("      didn't match because some of the arguments have invalid types: "
+                         f"({', '.join(f'!{type(x).__name__}!' for x in (a, b))})\n")
+    raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                    f"but expected one of:\n{''.join(lines)}")
+
+
+# torch's overloads of the binary functions that take a number as ``other`` only
+TENSOR_OR_NUMBER = ("(Tensor input, Tensor other, *, Tensor out = None)",
+                    "(Tensor input, Number other, *, Tensor out = None)")
+# ... and of those that also take a number as ``self`` (bitwise ops, remainder)
+NUMBER_SELF = ("(Tensor input, Tensor other, *, Tensor out = None)",
+               "(Number self, Tensor other)",
+               "(Tensor input, Number other, *, Tensor out = None)")
+
+
 class Binary:
     """The meta function and CPU kernel of a broadcasting binary elementwise op.
 
@@ -289,13 +321,16 @@ class Binary:
 
     def __init__(self, fn, *, result: str = "promote", allow=ALL, kernel="",
                  pre=None, post=None, complex32: bool = False, name: str = "",
-                 cuda=None, cuda_complex: bool = False) -> None:
+                 cuda=None, cuda_complex: bool = False, first=None) -> None:
         self.fn, self.result, self.allow, self.kernel = fn, result, allow, kernel
         self.pre, self.post, self.complex32, self.name = pre, post, complex32, name
         self.cuda_spec, self.cuda_complex = cuda, cuda_complex
+        self.first = first
 
     def prepare(self, a, b, kwargs) -> tuple:
         """Run the checks; return (shape, compute dtype, output dtype)."""
+        if self.first is not None and not isinstance(a, Tensor):
+            check_scalar_first(self.name, self.first, a, b)
         for position, (x, arg) in enumerate(((a, "input"), (b, "other")), start=1):
             if not isinstance(x, (Tensor, *NUMBER_TYPES)):
                 raise TypeError(f"{self.name}(): argument '{arg}' (position {position}) must be "

@@ -20,6 +20,7 @@ from refimpl.ops._helpers import result_type
 from refimpl.ops._pointwise import (
     REAL,
     _hidden,
+    check_scalar_first,
     checked_scalar,
     compute_dtype,
     finish,
@@ -331,8 +332,15 @@ def clip_(self: Tensor, min=None, max=None) -> Tensor:
     return clamp_(self, min, max)
 
 
+def _bound_signatures(which: str) -> tuple:
+    return (f"(Tensor input, Tensor {which}, *, Tensor out = None)",
+            f"(Tensor input, Number {which}, *, Tensor out = None)")
+
+
 def clamp_min(input: Tensor, min, *, out=None) -> Tensor:
     """``max(input, min)`` with clamp's dtype rules."""
+    if not isinstance(input, Tensor):
+        check_scalar_first("clamp_min", _bound_signatures("min"), input, min)
     op = _min_t if isinstance(min, Tensor) else _min_s
     return op(input, min, **({} if out is None else {"out": out}))
 
@@ -346,6 +354,8 @@ def clamp_min_(self: Tensor, min) -> Tensor:
 
 def clamp_max(input: Tensor, max, *, out=None) -> Tensor:
     """``min(input, max)`` with clamp's dtype rules."""
+    if not isinstance(input, Tensor):
+        check_scalar_first("clamp_max", _bound_signatures("max"), input, max)
     op = _max_t if isinstance(max, Tensor) else _max_s
     return op(input, max, **({} if out is None else {"out": out}))
 

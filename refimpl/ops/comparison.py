@@ -19,7 +19,9 @@ from refimpl.ops._pointwise import (
     ALL,
     BOOL,
     INTEGRAL,
+    NUMBER_SELF,
     REAL,
+    TENSOR_OR_NUMBER,
     Binary,
     Unary,
     alias,
@@ -39,7 +41,7 @@ from refimpl.ops._registry import TensorSpec, defop
 
 def _compare(name: str, fn, cuda: str, allow=ALL):
     impl = Binary(fn, result="bool", allow=allow, kernel=f"{name}_cpu", name=name, cuda=cuda,
-                  cuda_complex=True)
+                  cuda_complex=True, first=TENSOR_OR_NUMBER)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False, **cuda_fields(impl))
     return op, inplace(op)
 
@@ -189,7 +191,7 @@ def _tensor_other(name: str):
 
 def _logical(name: str, fn, cuda: str):
     impl = Binary(lambda x, y: fn(x != 0, y != 0), result="bool", pre=_tensor_other(name),
-                  name=name, cuda=cuda, cuda_complex=True)
+                  name=name, cuda=cuda, cuda_complex=True, first="tensor")
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False, **cuda_fields(impl))
     return op, inplace(op)
 
@@ -209,7 +211,7 @@ _BITS = BOOL | INTEGRAL
 
 
 def _bitwise(name: str, fn, kernel: str, cuda: str, allow=_BITS):
-    impl = Binary(fn, allow=allow, kernel=kernel, name=name, cuda=cuda)
+    impl = Binary(fn, allow=allow, kernel=kernel, name=name, cuda=cuda, first=NUMBER_SELF)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, differentiable=False, **cuda_fields(impl))
     return op, inplace(op)
 

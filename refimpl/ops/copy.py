@@ -221,26 +221,31 @@ to_device = defop("_to_device", meta=lambda self, device, non_blocking=False: Te
     node="ToCopyBackward0", extra={"layout": preserve_layout})
 
 
-def _parse_to(args, kwargs):
+def _parse_to(args, kwargs) -> tuple:
+    """``(device, dtype, non_blocking, copy)`` of a ``Tensor.to`` call: a device and/or
+    dtype (or a tensor giving both), then ``non_blocking`` and ``copy`` positionally."""
     dev = dtype = None
+    flags: list = []
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, builtins.bool):
+            flags.append(a)
+        elif isinstance(a, Tensor):
             dev, dtype = a.device, a.dtype
         elif isinstance(a, D.dtype):
             dtype = a
         elif a is not None:
             dev = a
+    flags += [False] * (2 - len(flags))
     dev = kwargs.get("device", dev)
     dtype = kwargs.get("dtype", dtype)
     return (resolve(as_device(dev)) if dev is not None else None,
-            D.dtype_from_any(dtype) if dtype is not None else None)
+            D.dtype_from_any(dtype) if dtype is not None else None,
+            kwargs.get("non_blocking", flags[0]), kwargs.get("copy", flags[1]))
 
 
 def to(self: Tensor, *args, **kwargs) -> Tensor:
     """Convert dtype and/or device; returns self when nothing changes (unless copy=True)."""
-    dev, dtype = _parse_to(args, kwargs)
-    copy = kwargs.get("copy", False)
-    non_blocking = kwargs.get("non_blocking", False)
+    dev, dtype, non_blocking, copy = _parse_to(args, kwargs)
     out = self
     if dtype is not None and dtype != out.dtype:
         out = _to_copy(out, dtype)

@@ -22,6 +22,7 @@ from refimpl.ops._pointwise import (
     _hidden,
     add_tangents,
     alias,
+    check_scalar_first,
     checked_scalar,
     conj,
     cuda_fields,
@@ -430,6 +431,11 @@ _pow_st = defop("pow.Scalar", meta=_pow_st_impl.meta, cpu=_pow_st_impl.cpu,
 _pow_tt_, _pow_ts_ = inplace(_pow_tt), inplace(_pow_ts)
 
 
+_POW_SIGNATURES = ("(Tensor input, Tensor exponent, *, Tensor out = None)",
+                   "(Number self, Tensor exponent, *, Tensor out = None)",
+                   "(Tensor input, Number exponent, *, Tensor out = None)")
+
+
 def pow(input, exponent, *, out=None) -> Tensor:
     """``input ** exponent``; either may be a Python scalar (TENSOR-110).
 
@@ -439,6 +445,7 @@ def pow(input, exponent, *, out=None) -> Tensor:
     """
     kw = {} if out is None else {"out": out}
     if not isinstance(input, Tensor):
+        check_scalar_first("pow", _POW_SIGNATURES, input, exponent)
         return _pow_st(input, exponent, **kw)
     return (_pow_tt if isinstance(exponent, Tensor) else _pow_ts)(input, exponent, **kw)
 

@@ -260,34 +260,64 @@ def _einsum_cuda(equation, *args) -> Tensor:
 def _einsum_backward(ctx, grad):
     equation = ctx.args[0]
     ops = _operands(ctx.args[1:])
-    terms, rhs, _, _ = _parse(equation, ops)
+    terms, rhs, sizes, _ = _parse(equation, ops)
     grads = []
     for i, (term, op) in enumerate(zip(terms, ops)):
         if not (op.requires_grad if isinstance(op, Tensor) else False):
             grads.append(None)
             continue
-        labels = term.replace("...", "")
-        if len(set(labels)) != len(labels):
-            raise NotImplementedError("refimpl: einsum backward through a subscript repeated "
-                                      "within one operand is not implemented")
         others = [(t, o) for j, (t, o) in enumerate(zip(terms, ops)) if j != i]
-        present = set(rhs) | {c for t, _ in others for c in t}
-        kept = "".join(c for c in term if c in present or c == ".")
-        eq = ",".join([rhs] + [t for t, _ in others]) + "->" + kept
-        g = einsum(eq, grad, *[o.conj() if o.dtype.is_complex else o for _, o in others])
-        if kept != term:
-            # labels summed inside this operand alone: the gradient is constant along them
-            for pos, c in enumerate(term.replace("...", "." * (op.dim() - len(labels)))):
-                if c not in present:
-                    g = g.unsqueeze(pos)
-            g = g.expand(op.shape)
-        # a size-1 dim broadcast against its label's size: sum over it; a label whose size
-        # came from a size-1 dim elsewhere: broadcast back
-        g = sum_to(g, op.shape)
-        grads.append(g if g.shape == op.shape else g.expand(op.shape))
+        grads.append(_operand_grad(grad, term, op, rhs, others, sizes))
     if len(ctx.args) == 2 and isinstance(ctx.args[1], (list, tuple)):
         return None, grads
     return (None, *grads)
+
+
+def _operand_grad(grad: Tensor, term: str, op: Tensor, rhs: str, others: list,
+                  sizes: dict) -> Tensor:
+    """The gradient of one operand: an einsum of the output's gradient with the other
+    operands over the operand's distinct labels, then spread back over its own layout:
+    constant along labels summed inside it alone (and ellipsis dims the output lacks),
+    on the diagonal of a label it repeats."""
+    present = set(rhs) | {c for t, _ in others for c in t}
+    kept = "".join(c for k, c in enumerate(term)
+                   if c == "." or (c in present and c not in term[:k]))
+    eq = ",".join([rhs] + [t for t, _ in others]) + "->" + kept
+    g = einsum(eq, grad, *[o.conj() if o.dtype.is_complex else o for _, o in others])
+    n_ell = op.dim() - len(term.replace("...", ""))
+    if "..." in term:  # the ellipsis dims broadcast: summed where the operand has fewer,
+        at = term.index("...")  # constant where the output had fewer
+        extra = g.dim() - len(kept.replace("...", "")) - n_ell
+        if extra > 0:
+            g = g.sum(list(range(at, at + extra)))
+        for _ in range(-extra):
+            g = g.unsqueeze(at)
+    full = term.replace("...", "." * n_ell)
+    first: dict = {}
+    repeats = []
+    for pos, c in enumerate(full):
+        if c == ".":
+            continue
+        if c in first:
+            repeats.append((first[c], pos))
+            g = g.unsqueeze(pos)
+            continue
+        first[c] = pos
+        if c not in present:
+            g = g.unsqueeze(pos)
+    from refimpl.ops.factories import eye
+
+    for a, b in repeats:
+        n = sizes[full[a]]
+        shape = [1] * op.dim()
+        shape[a] = shape[b] = n
+        g = g * eye(n, dtype=g.dtype, device=g.device).reshape(shape)
+    if g.shape != op.shape and all(s in (1, t) for s, t in zip(g.shape, op.shape)):
+        g = g.expand(op.shape)
+    # a size-1 dim broadcast against its label's size: sum over it; a label whose size
+    # came from a size-1 dim elsewhere: broadcast back
+    g = sum_to(g, op.shape)
+    return g if g.shape == op.shape else g.expand(op.shape)
 
 
 def _einsum_jvp(ctx, *tangents):

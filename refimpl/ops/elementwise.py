@@ -26,6 +26,7 @@ from refimpl.ops._pointwise import (  # noqa: F401 - re-exported for other op mo
     add_tangents,
     alias,
     binary_meta,
+    check_scalar_first,
     checked_scalar,
     conj,
     cuda_fields,
@@ -186,6 +187,10 @@ _rsub_scalar = defop("rsub.Scalar", meta=_rsub_meta, cpu=_rsub_cpu, cuda=_rsub_c
 
 def rsub(input: Tensor, other, alpha=1, *, out=None) -> Tensor:
     """``other - alpha * input`` (TENSOR-105)."""
+    if not isinstance(input, Tensor):
+        check_scalar_first("rsub", ("(Tensor input, Tensor other, *, Number alpha = 1)",
+                                    "(Tensor input, Number other, Number alpha = 1)"),
+                           input, other)
     op = _rsub_tensor if isinstance(other, Tensor) else _rsub_scalar
     kw = {} if out is None else {"out": out}
     if not (type(alpha) is int and alpha == 1):

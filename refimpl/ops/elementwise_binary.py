@@ -92,9 +92,9 @@ def _both(*checks):
 
 def _binary(name: str, fn, cuda, *, result: str = "promote", allow=ALL, kernel: str = "",
             pre=None, post=None, backward=None, jvp=None, node=None, saves=("inputs",),
-            with_inplace: bool = True, cplx: bool = False):
+            with_inplace: bool = True, cplx: bool = False, first=None):
     impl = Binary(fn, result=result, allow=allow, kernel=kernel, pre=pre, post=post,
-                  name=name, cuda=cuda, cuda_complex=cplx)
+                  name=name, cuda=cuda, cuda_complex=cplx, first=first)
     op = defop(name, meta=impl.meta, cpu=impl.cpu, backward=backward, jvp=jvp, node=node,
                saves=saves, **cuda_fields(impl))
     return op, (inplace(op) if with_inplace else None)
@@ -130,7 +130,8 @@ def _where_zero(cond, x):
 _atan2_bw, _atan2_jvp = _grads(lambda a, b, y: b / (a * a + b * b),
                                lambda a, b, y: -a / (a * a + b * b))
 atan2, atan2_ = _binary("atan2", np.arctan2, "atan2(a, b)", result="float", allow=REAL, kernel="atan2_cpu",
-                        pre=_tensor_other("atan2"), backward=_atan2_bw, jvp=_atan2_jvp)
+                        pre=_tensor_other("atan2"), backward=_atan2_bw, jvp=_atan2_jvp,
+                        first="tensor")
 arctan2, arctan2_ = alias(atan2, "arctan2"), alias(atan2_, "arctan2_")
 
 _hypot_bw, _hypot_jvp = _grads(lambda a, b, y: a / y, lambda a, b, y: b / y)
@@ -237,12 +238,12 @@ maximum, _ = _binary(
     "maximum", np.maximum, "r_maximum(a, b)",
     pre=_both(_tensor_other("maximum"),
               _no_complex("maximum not implemented for complex tensors.")),
-    backward=_maximum_bw, jvp=_maximum_jvp, with_inplace=False)
+    backward=_maximum_bw, jvp=_maximum_jvp, with_inplace=False, first="tensor")
 minimum, _ = _binary(
     "minimum", np.minimum, "r_minimum(a, b)",
     pre=_both(_tensor_other("minimum"),
               _no_complex("minimum not implemented for complex tensors.")),
-    backward=_minimum_bw, jvp=_minimum_jvp, with_inplace=False)
+    backward=_minimum_bw, jvp=_minimum_jvp, with_inplace=False, first="tensor")
 
 
 def _fmax_backward(ge):
@@ -264,11 +265,11 @@ _fmin_bw, _fmin_jvp = _fmax_backward(lambda a, b: a <= b)
 fmax, _ = _binary(
     "fmax", np.fmax, "r_fmax(a, b)",
     pre=_both(_tensor_other("fmax"), _no_complex("fmax not implemented for complex tensors.")),
-    backward=_fmax_bw, jvp=_fmax_jvp, with_inplace=False)
+    backward=_fmax_bw, jvp=_fmax_jvp, with_inplace=False, first="tensor")
 fmin, _ = _binary(
     "fmin", np.fmin, "r_fmin(a, b)",
     pre=_both(_tensor_other("fmin"), _no_complex("fmin not implemented for complex tensors.")),
-    backward=_fmin_bw, jvp=_fmin_jvp, with_inplace=False)
+    backward=_fmin_bw, jvp=_fmin_jvp, with_inplace=False, first="tensor")
 
 # -- copysign, xlogy, heaviside ---------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 
@@ -386,17 +387,26 @@ def arange(*args, start=None, end=None, step=None, dtype=None, device=None,
     a, b, st = (x.item() if isinstance(x, Tensor) else x for x in _arange_args(args))
     if st == 0:
         raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(a) and math.isfinite(b)):
+        raise RuntimeError(f"unsupported range: {a} -> {b}")
     if (b - a) * st < 0 and b != a:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is not None:
         dt = D.dtype_from_any(dtype)
+    elif out is not None:
+        dt = out.dtype
     elif all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in (a, b, st)):
         dt = D.int64
     else:
         dt = D.get_default_dtype()
-    import math
-
     n = max(0, math.ceil((b - a) / st))
+    if dt.category < 2:  # integral: start and step are truncated, as torch's kernel does
+        a, st = int(a), int(st)
+    if dt is D.int64:  # int64 also truncates the end and counts in integers
+        if st == 0:
+            raise ValueError("step must be nonzero")
+        span = int(b) - a + st - (1 if st > 0 else -1)
+        n = max(0, abs(span) // abs(st) * (1 if (span >= 0) == (st > 0) else -1))
     dev = _cuda_device(device)
     if dev is not None:
         from refimpl.cuda import _factories
@@ -414,9 +424,45 @@ def arange(*args, start=None, end=None, step=None, dtype=None, device=None,
     return _finish(t, device, requires_grad)
 
 
+def _parser_type(x) -> str:
+    """The type name torch's argument parser prints for a value."""
+    if isinstance(x, Tensor):
+        return "Tensor"
+    if isinstance(x, D.dtype):
+        return "torch.dtype"
+    if isinstance(x, _device.device):
+        return "torch.device"
+    return type(x).__name__
+
+
+def _space_args(name: str, start, end, steps, extra: str = "", given: dict | None = None
+                ) -> tuple:
+    """linspace/logspace's argument checks (torch's parser and 0-dim checks); the bounds
+    as Python numbers. ``given``: the keyword arguments passed (the parser lists them)."""
+    if not isinstance(steps, (int, np.integer)):
+        got = ", ".join([_parser_type(x) for x in (start, end, steps)] + [
+            f"{k}={_parser_type(v)}" for k, v in (given or {}).items() if v is not None])
+        tail = (f"int steps, {extra}*, Tensor out = None, torch.dtype dtype = None, "
+                "torch.layout layout = None, torch.device device = None, bool pin_memory = "
+                "False, bool requires_grad = False)")
+        sigs = "".join(f" * ({a} start, {b} end, {tail}\n" for a, b in (
+            ("Tensor", "Tensor"), ("Number", "Tensor"), ("Tensor", "Number"),
+            ("Number", "Number")))
+        raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                        f"but expected one of:\n{sigs}")
+    dims = [x.dim() if isinstance(x, Tensor) else 0 for x in (start, end)]
+    if any(dims):
+        raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, but got "
+                           f"start with {dims[0]} dimension(s) and end with {dims[1]} "
+                           "dimension(s).")
+    return tuple(x.item() if isinstance(x, Tensor) else x for x in (start, end))
+
+
 def linspace(start, end, steps: int, *, dtype=None, device=None,
              requires_grad: bool = False, out=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    start, end = _space_args("linspace", start, end, steps, given={
+        "out": out, "dtype": dtype, "device": device, "requires_grad": requires_grad or None})
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()
@@ -436,6 +482,8 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """``base ** linspace(start, end, steps)``."""
+    start, end = _space_args("logspace", start, end, steps, "float base = 10.0, ", given={
+        "dtype": dtype, "device": device, "requires_grad": requires_grad or None})
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dt = D.dtype_from_any(dtype) if dtype is not None else D.get_default_dtype()

@@ -15,7 +15,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
-from refimpl.ops._helpers import compute_np_dtype, np_result
+from refimpl.ops._helpers import OUT_DTYPE, compute_np_dtype, np_result
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.indexing import check_scalar_fits, inplace_of
 
@@ -54,6 +54,8 @@ def _check_bounds(idx: np.ndarray, size: int, dim: int, negative_ok: bool = Fals
 
 def _gather_check(self: Tensor, dim: int, index: Tensor) -> int:
     d = wrap_dim(dim, self.dim())
+    if index.numel() == 0:  # torch checks nothing more for an empty index
+        return d
     if index.dtype not in (D.int64, D.int32):
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if max(index.dim(), 1) != max(self.dim(), 1):
@@ -68,6 +70,8 @@ def _gather_check(self: Tensor, dim: int, index: Tensor) -> int:
 
 def _gather_cpu(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False):
     d = _gather_check(self, dim, index)
+    if index.numel() == 0:
+        return np.empty(index._shape, self.dtype.np)
     idx = _np1d(index).astype(np.int64, copy=False)
     arr = _np1d(self)
     _check_bounds(idx, arr.shape[d], d)
@@ -77,11 +81,16 @@ def _gather_cpu(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = Fa
 def _gather_cuda(self: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False):
     from refimpl.cuda import _index_ops
 
-    return _index_ops.gather(self, _gather_check(self, dim, index), index)
+    d = _gather_check(self, dim, index)
+    if index.numel() == 0:
+        return Tensor._empty(index._shape, self.dtype, self._storage.device)
+    return _index_ops.gather(self, d, index)
 
 
 def _gather_backward(ctx, grad):
     inp, dim, idx = ctx.args[0], ctx.args[1], ctx.args[2]
+    if idx.numel() == 0:
+        return (_zeros(inp.shape, grad),)
     return (_zeros(inp.shape, grad).scatter_add(dim, idx, grad),)
 
 
@@ -91,7 +100,7 @@ gather = defop(
         index._shape if _gather_check(self, dim, index) is not None else (), self.dtype,
         self.device),
     jvp=lambda ctx, t, *_: None if t is None else t.gather(ctx.args[1], ctx.args[2]),
-    extra={"save_needs": {0: (2,)}})
+    extra={"save_needs": {0: (2,)}, "out_overlap": True, "out_dtype": OUT_DTYPE})
 
 
 def _scatter_check(self: Tensor, dim: int, index: Tensor, src=None) -> int:
@@ -314,7 +323,9 @@ index_select = defop(
         ctx.args[1], ctx.args[2], g.reshape(_index_add_shape(ctx.args[0], ctx.args[1],
                                                              ctx.args[2]))),),
     jvp=lambda ctx, t, *_: None if t is None else t.index_select(ctx.args[1], ctx.args[2]),
-    extra={"save_needs": {0: (2,)}})
+    extra={"save_needs": {0: (2,)}, "out_overlap": True,
+           "out_dtype": {"cpu": "index_select(): self and result must have the same scalar type",
+                         "cuda": "expected scalar type {OUT} but found {RES}"}})
 
 
 def _index_add_shape(self, dim: int, index) -> tuple:
@@ -547,6 +558,11 @@ def _index_fill_meta(self: Tensor, dim: int, index: Tensor, value) -> TensorSpec
     return _same_meta(self)
 
 
+def _filled_sum(g: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The sum of ``g`` over the filled positions, each counted once (repeated indices too)."""
+    return (g - g.index_fill(dim, index, 0)).sum()
+
+
 index_fill_scalar = defop(
     "index_fill", cpu=_index_fill_cpu, cuda=_index_fill_cuda, meta=_index_fill_meta,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0),),
@@ -556,7 +572,7 @@ index_fill_tensor = defop(
     "_index_fill_tensor", cpu=_index_fill_cpu, cuda=_index_fill_cuda, meta=_index_fill_meta,
     node="IndexFillBackward1", jvp=_index_fill_tensor_jvp,
     backward=lambda ctx, g: (g.index_fill(ctx.args[1], ctx.args[2], 0), None, None,
-                             g.index_select(ctx.args[1], ctx.args[2]).sum()),
+                             _filled_sum(g, ctx.args[1], ctx.args[2])),
     extra={"method": False, "save_needs": {0: (2,), 3: (2,)}})
 index_fill_scalar_ = inplace_of(index_fill_scalar)
 index_fill_tensor_ = inplace_of(index_fill_tensor)

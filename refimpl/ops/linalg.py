@@ -16,6 +16,8 @@ is not, and broadcasting batch dims otherwise.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from refimpl import _dtype as D
@@ -483,10 +485,16 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
         left = batch1.permute(1, 0, 2).reshape(n, nb * k)
         return addmm(input, left, batch2.reshape(nb * k, batch2._shape[2]), beta=beta,
                      alpha=alpha)
-    prod = bmm(batch1, batch2).sum(0)
-    _expand_check(input, prod._shape)
-    prod = prod if alpha == 1 else prod * alpha
-    return prod if beta == 0 else prod + (input if beta == 1 else input * beta)
+    shape = (batch1._shape[1], batch2._shape[2])
+    _expand_check(input, shape)
+    if batch1._shape[0] == 0:
+        acc = input.expand(shape)
+        return acc * 0 if beta == 0 else (acc.clone() if beta == 1 else acc * beta)
+    # torch accumulates one addmm per batch (beta on the first only): the same roundings
+    acc = input
+    for b in range(batch1._shape[0]):
+        acc = addmm(acc, batch1[b], batch2[b], beta=beta if b == 0 else 1, alpha=alpha)
+    return acc
 
 
 # -- matmul ------------------------------------------------------------------------------
@@ -517,7 +525,7 @@ def _matmul_composite(a: Tensor, b: Tensor, da: int, db: int) -> Tensor:
         return a.unsqueeze(0).mm(b).squeeze(0)
     if da >= 3 and db <= 2:
         # fold the batch dims of the left operand into the rows of one mm/mv
-        rows = a.reshape(-1, a._shape[-1])
+        rows = a.reshape(math.prod(a._shape[:-1]), a._shape[-1])
         folded = rows.mv(b) if db == 1 else rows.mm(b)
         return folded.reshape(*a._shape[:-1], *b._shape[1:])
     n = a._shape[-2] if da > 1 else 1

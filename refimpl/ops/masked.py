@@ -148,7 +148,8 @@ masked_select = defop(
     "masked_select", cpu=_masked_select_cpu, cuda=_masked_select_cuda, meta=_data_dependent,
     backward=_masked_select_backward,
     jvp=lambda ctx, t, *_: None if t is None else t.masked_select(ctx.args[1]),
-    extra={"save_needs": {0: (1,)}})
+    extra={"save_needs": {0: (1,)}, "out_overlap": True,
+           "out_dtype": "masked_select(): self and result must have the same scalar type"})
 
 
 def _masked_scatter_check(self: Tensor, mask: Tensor, source: Tensor) -> tuple:
@@ -226,7 +227,7 @@ def _take_cpu(self: Tensor, index: Tensor) -> np.ndarray:
         if bad.any():
             raise IndexError(f"out of range: tried to access index {int(idx[bad].flat[0])} on a "
                              f"tensor of {n} elements.")
-    return self._np.reshape(-1)[idx]
+    return np.asarray(self._np.reshape(-1)[idx])
 
 
 def _take_cuda(self: Tensor, index: Tensor) -> Tensor:
@@ -249,7 +250,9 @@ take = defop(
     meta=lambda self, index: _take_check(self, index) or TensorSpec(index._shape, self.dtype,
                                                                     self.device),
     jvp=lambda ctx, t, *_: None if t is None else t.take(ctx.args[1]),
-    extra={"save_needs": {0: (1,)}})
+    extra={"save_needs": {0: (1,)}, "out_overlap": True,
+           "out_dtype": "take(): self and out expected to have the same dtype, but got "
+                        "self.dtype = {RES} and out.dtype = {OUT}"})
 
 
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
@@ -273,6 +276,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     in_target[d], idx_target[d] = input.shape[d], indices.shape[d]
     x = input if list(input.shape) == in_target else input.expand(in_target)
     i = indices if list(indices.shape) == idx_target else indices.expand(idx_target)
+    if i.numel() and bool((i < 0).any()):  # along a dim, negative indices count from the end
+        i = i + (i < 0).to(D.int64) * input.shape[d]
     return x.gather(d, i)
 
 

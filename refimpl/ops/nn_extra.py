@@ -102,8 +102,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     from refimpl.ops.nn_layers import pairwise_distance
 
     if margin <= 0:
-        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater "
-                         f"than 0, got {margin} instead")
+        raise ValueError(f"margin must be greater than 0, got {margin}")
     dims = (anchor.dim(), positive.dim(), negative.dim())
     if len(set(dims)) != 1:
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have "
@@ -128,7 +127,7 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     i, j = np.triu_indices(input.shape[0], 1)
     a = input.index_select(0, _index(i, input))
     b = input.index_select(0, _index(j, input))
-    return (a - b).norm(p, 1) if len(i) else input.new_zeros((0,))
+    return (a - b).norm(p, 1)
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:

@@ -216,6 +216,10 @@ def bernoulli(input: Tensor, p=None, *, generator=None, out=None) -> Tensor:
     On CUDA, probabilities given as a tensor are not range-checked (torch checks them
     with a device-side assertion); values above 1 always give 1, below 0 always 0.
     """
+    if out is not None:
+        from refimpl._dispatch import assert_no_internal_overlap
+
+        assert_no_internal_overlap(out)
     if p is not None:
         _check_p(p)
     if input.is_cuda:
@@ -311,6 +315,8 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if not (input.dtype.is_floating_point):
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{D.type_name(input.dtype)}")
+    if out is not None and out.dtype != D.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {D.type_name(out.dtype)}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     cats = input._shape[-1]
@@ -328,9 +334,11 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
         bad, zero, _ = _random_kernels.multinomial(
             result, rows, num_samples, replacement, _gen(generator, input._storage.device))
     else:
-        drawn, bad, zero = _multinomial_np(rows._np.astype(np.float64), num_samples,
-                                           replacement, _gen(generator))
-        result = Tensor._from_array(drawn.reshape(shape), D.int64)
+        w = rows._np.astype(np.float64)
+        if replacement:
+            _check_rows_with_replacement(w)
+        drawn, bad, zero = _multinomial_np(w, num_samples, replacement, _gen(generator))
+        result = None if drawn is None else Tensor._from_array(drawn.reshape(shape), D.int64)
     if bad:
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if zero:
@@ -340,6 +348,23 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
         out.copy_(result)
         return out
     return result
+
+
+def _check_rows_with_replacement(w: np.ndarray) -> None:
+    """torch's CPU checks of draws with replacement: row by row, entry by entry (a NaN
+    fails the ``>= 0`` test first), then the row's sum."""
+    with np.errstate(invalid="ignore"):
+        negative, infinite = ~(w >= 0), (w >= 0) & ~np.isfinite(w)
+        bad = negative | infinite | ~(w.sum(1, keepdims=True) > 0)
+    rows = np.flatnonzero(bad.any(1))
+    if not rows.size:
+        return
+    r = rows[0]
+    entries = np.flatnonzero(negative[r] | infinite[r])
+    if not entries.size:
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    kind = "< 0" if negative[r, entries[0]] else "= infinity or NaN"
+    raise RuntimeError(f"invalid multinomial distribution (encountering probability entry {kind})")
 
 
 def _multinomial_np(w: np.ndarray, ns: int, replacement: bool, gen: R.Generator):

@@ -84,6 +84,8 @@ def reduce_dims(x: Tensor, dim) -> tuple:
         if w in seen:
             raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
         seen.append(w)
+    if ndim > 64:  # a reduction over chosen dims keeps torch's 64-dim iterator limit
+        raise RuntimeError("only tensors with up to 64 dims are supported")
     return tuple(sorted(seen)) if ndim else ()
 
 

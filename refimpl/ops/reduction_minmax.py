@@ -16,7 +16,8 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
-from refimpl.ops._helpers import np_result, to_np
+from refimpl.ops._helpers import OUT_DTYPE, np_result, to_np
+from refimpl.ops._pointwise import check_scalar_first
 from refimpl.ops._registry import REGISTRY, TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
@@ -134,6 +135,12 @@ _min, _min_dim = _declare("min", np.min, np.argmin)
 
 
 def _extreme(name: str, full, with_dim, binary: str, input, args, kwargs):
+    if not isinstance(input, Tensor):
+        check_scalar_first(name, (
+            "(Tensor input, *, Tensor out = None)",
+            "(Tensor input, Tensor other, *, Tensor out = None)",
+            "(Tensor input, int dim, bool keepdim = False, *, tuple of Tensors out = None)"),
+            input, args[0] if args else None)
     kwargs = dict(kwargs)
     first = args[0] if args else kwargs.pop("dim", kwargs.pop("other", _MISSING))
     if first is _MISSING:
@@ -223,12 +230,14 @@ def _a_jvp(ctx, tangent, *_):
     return _a_jvp_of(x, ctx.outputs[0], tangent, axes, keepdim)
 
 
+_A_OUT_DTYPE = ("Expected the dtype for input and out to match, but got {RES} for input's "
+                "dtype and {OUT} for out's dtype.")
 amax = defop("amax", meta=_a_meta, cpu=_a_cpu("amax", "max_values_cpu", np.max),
              cuda=_a_cuda("amax", "max_values_cuda"), backward=_a_backward, jvp=_a_jvp,
-             saves=("inputs", "outputs"))
+             saves=("inputs", "outputs"), extra={"out_dtype": _A_OUT_DTYPE})
 amin = defop("amin", meta=_a_meta, cpu=_a_cpu("amin", "min_values_cpu", np.min),
              cuda=_a_cuda("amin", "min_values_cuda"), backward=_a_backward, jvp=_a_jvp,
-             saves=("inputs", "outputs"))
+             saves=("inputs", "outputs"), extra={"out_dtype": _A_OUT_DTYPE})
 
 
 def _aminmax_meta(input, *, dim=None, keepdim=False) -> tuple:
@@ -283,7 +292,8 @@ def _aminmax_jvp(ctx, tangent, *_):
 
 _aminmax = defop("aminmax", meta=_aminmax_meta, cpu=_aminmax_cpu, cuda=_aminmax_cuda,
                  backward=_aminmax_backward,
-                 jvp=_aminmax_jvp, saves=("inputs", "outputs"), extra={"method": False})
+                 jvp=_aminmax_jvp, saves=("inputs", "outputs"),
+                 extra={"method": False, "out_dtype": OUT_DTYPE})
 
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False, out=None):

@@ -163,12 +163,16 @@ def _cat_layout(shape, args: tuple, kwargs: dict):
 
 cat_op = defop("cat", meta=_cat_meta, cpu=_cat_cpu, cuda=_cat_cuda, backward=_cat_backward,
                jvp=_cat_jvp,
-               saves=(), extra={"method": False, "layout": _cat_layout,
+               saves=(), extra={"method": False, "layout": _cat_layout, "out_overlap": True,
                                 "device_check": ("cat", ("tensors",))})
 
 
 def cat(tensors, dim: int = 0, *, axis: int | None = None, out: Tensor | None = None) -> Tensor:
     """Concatenate along ``dim``, promoting dtypes; 1-D empty tensors are skipped."""
+    if out is not None and isinstance(tensors, (list, tuple)):  # skipped inputs count too
+        from refimpl._dispatch import assert_no_input_overlap
+
+        assert_no_input_overlap(out, [x for x in tensors if isinstance(x, Tensor)])
     tensors = _tensor_list("cat", tensors)
     d = axis if axis is not None else dim
     return cat_op(tensors, d) if out is None else cat_op(tensors, d, out=out)
@@ -284,12 +288,28 @@ def _flip_cuda(self: Tensor, *dims) -> Tensor:
     return _movement.flip(self, _flip_dims(self, dims_args(dims)))
 
 
-flip = defop(
+_flip = defop(
     "flip", meta=lambda self, *dims: TensorSpec(
         self._shape if _flip_dims(self, dims_args(dims)) is not None else (), self.dtype,
         self.device),
-    cpu=_flip_cpu, cuda=_flip_cuda, saves=(), backward=lambda ctx, g: (g.flip(dims_args(ctx.args[1:])),),
-    jvp=lambda ctx, t, *_: None if t is None else t.flip(dims_args(ctx.args[1:])))
+    cpu=_flip_cpu, cuda=_flip_cuda, saves=(),
+    backward=lambda ctx, g: (g.flip(dims_args(ctx.args[1:])),),
+    jvp=lambda ctx, t, *_: None if t is None else t.flip(dims_args(ctx.args[1:])),
+    extra={"method": False})
+
+
+def flip(input: Tensor, *dims, **kwargs) -> Tensor:
+    """Reverse the order of elements along ``dims`` (``flip(x, dims)``, ``x.flip(*dims)``
+    or ``flip(x, dims=...)``)."""
+    if "dims" in kwargs:
+        if dims:
+            raise TypeError("flip() got multiple values for argument 'dims'")
+        dims = (kwargs.pop("dims"),)
+    if not dims:
+        raise TypeError('flip() missing 1 required positional arguments: "dims"')
+    if kwargs:
+        raise TypeError(f"flip() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    return _flip(input, *dims)
 
 
 def fliplr(input: Tensor) -> Tensor:
@@ -550,13 +570,19 @@ def _diagonal_copy_cuda(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int 
     return _movement.copy_view(self, spec)
 
 
+def _diagonal_args(ctx) -> tuple:
+    """``(offset, dim1, dim2)`` of a diagonal_copy call, given positionally or by name."""
+    given = dict(zip(("offset", "dim1", "dim2"), ctx.args[1:4]), **ctx.kwargs)
+    return given.get("offset", 0), given.get("dim1", 0), given.get("dim2", 1)
+
+
 diagonal_copy = defop(
     "diagonal_copy", meta=lambda self, offset=0, dim1=0, dim2=1: TensorSpec(
         diagonal_geometry(self._shape, self._stride, 0, offset, dim1, dim2).shape, self.dtype,
         self.device),
     cpu=_diagonal_copy_cpu, cuda=_diagonal_copy_cuda, saves=(), node="DiagonalBackward0_copy",
-    backward=lambda ctx, g: (diagonal_backward(g, ctx.args[0].shape, *ctx.args[1:4]),),
-    jvp=lambda ctx, t, *_: None if t is None else diagonal_copy(t, *ctx.args[1:4]),
+    backward=lambda ctx, g: (diagonal_backward(g, ctx.args[0].shape, *_diagonal_args(ctx)),),
+    jvp=lambda ctx, t, *_: None if t is None else diagonal_copy(t, *_diagonal_args(ctx)),
     extra={"method": False})
 
 
@@ -592,4 +618,4 @@ __all__ = [
     "triu",
     "vstack",
 ]
-TENSOR_METHODS = ("fliplr", "flipud", "tile", "repeat_interleave", "diag")
+TENSOR_METHODS = ("fliplr", "flipud", "tile", "repeat_interleave", "diag", "flip")

@@ -209,6 +209,8 @@ def narrow(self: Tensor, dim: int, start, length: int) -> Tensor:
     """The ``length`` elements of dim ``dim`` from ``start``: a view (SliceBackward0)."""
     if self.dim() == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if isinstance(start, Tensor) and (start.dim() != 0 or start.dtype.category != 1):
+        raise RuntimeError("start must be an 0-dim integral Tensor.")
     start, length = _index(start), _index(length)
     if length < 0:
         raise RuntimeError("narrow(): length must be non-negative.")

@@ -14,7 +14,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor, wrap_dim
-from refimpl.ops._helpers import np_result, to_np
+from refimpl.ops._helpers import OUT_DTYPE, np_result, to_np
 from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.reduction import (
     bad_args,
@@ -105,7 +105,7 @@ def _sort_meta(input, dim=-1, descending=False, *, stable=False) -> tuple:
 _sort = defop("sort", meta=_sort_meta, cpu=_sort_cpu, cuda=_sort_cuda,
               backward=_selected_backward(lambda ctx: _arg(ctx, 1, "dim", -1)),
               jvp=_selected_jvp(lambda ctx: _arg(ctx, 1, "dim", -1)), diff_outputs=(0,),
-              saves=("outputs",), extra={"method": False})
+              saves=("outputs",), extra={"method": False, "out_dtype": OUT_DTYPE})
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False,
@@ -165,7 +165,7 @@ def _topk_cuda(input, k, dim=-1, largest=True, sorted=True) -> tuple:
 _topk = defop("topk", meta=_topk_meta, cpu=_topk_cpu, cuda=_topk_cuda,
               backward=_selected_backward(lambda ctx: _arg(ctx, 2, "dim", -1)),
               jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1)), diff_outputs=(0,),
-              saves=("outputs",), extra={"method": False})
+              saves=("outputs",), extra={"method": False, "out_dtype": OUT_DTYPE})
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,
@@ -219,7 +219,9 @@ _kthvalue = defop("kthvalue", meta=_kth_meta, cpu=_kth_cpu, cuda=_kth_cuda,
                                               lambda ctx: _arg(ctx, 3, "keepdim", False)),
                   jvp=_selected_jvp(lambda ctx: _arg(ctx, 2, "dim", -1),
                                     lambda ctx: _arg(ctx, 3, "keepdim", False)),
-                  diff_outputs=(0,), saves=("outputs",), extra={"method": False})
+                  diff_outputs=(0,), saves=("outputs",),
+                  extra={"method": False, "out_overlap": True,
+                         "out_dtype": "output values must be of same type as input"})
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, *, out=None):

@@ -216,7 +216,9 @@ def _complex_jvp(ctx, t_re, t_im=None):
 # torch.complex(real, imag): a fresh complex tensor from two real ones (not a view)
 complex_op = defop("complex", meta=_complex_meta, cpu=_complex_cpu, cuda=_complex_cuda,
                    backward=_complex_backward,
-                   jvp=_complex_jvp, saves=(), extra={"method": False})
+                   jvp=_complex_jvp, saves=(),
+                   extra={"method": False, "out_dtype": "Expected object of scalar type {RES} "
+                          "but got scalar type {OUT} for argument 'out'"})
 
 
 def complex(real: Tensor, imag: Tensor, *, out: Tensor | None = None) -> Tensor:
