@@ -62,7 +62,8 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None,
                 out: Tensor | None = None) -> Tensor:
     """The ``ord``-norm of the matrices of ``A`` over the two dims ``dim``: ``'fro'``,
-    ``inf``/``-inf`` (max/min absolute row sum), ``1``/``-1`` (columns)."""
+    ``inf``/``-inf`` (max/min absolute row sum), ``1``/``-1`` (columns), ``'nuc'`` (sum
+    of the singular values), ``2``/``-2`` (largest/smallest singular value)."""
     if A.dim() < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -75,10 +76,12 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
         A = A.to(dtype)
     if ord == "fro":
         return _done(linalg_vector_norm(A, 2, (d0, d1), keepdim), out)
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(
-            f"refimpl.linalg.matrix_norm: ord={ord!r} needs the singular values "
-            "(linalg.svdvals), which refimpl does not implement yet")
+    if ord in ("nuc", 2, -2):  # from the singular values of the matrices moved last
+        sv = svdvals(A.movedim((d0, d1), (-2, -1)))
+        result = sv.sum(-1) if ord == "nuc" else sv.amax(-1) if ord == 2 else sv.amin(-1)
+        if keepdim:
+            result = result.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1))
+        return _done(result, out)
     if ord not in (_INF, -_INF, 1, -1):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     # inf: the largest absolute row sum (sum along the columns, d1); 1: the columns'

@@ -72,7 +72,8 @@ _ERF_SERIES = [_SQRT_PI_2 * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n 
 
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function."""
-    x = np.asarray(x, _F64)
+    shape = np.shape(x)
+    x = np.asarray(x, _F64).reshape(-1)  # 1-d: ufuncs of 0-d arrays return scalars
     ax = np.fmin(np.abs(x), _ERF_TOP)  # fmin maps nan to the top, fixed up below
     idx = (ax * (1 / _ERF_STEP)).astype(np.intp)
     np.minimum(idx, len(_ERF_MID) - 1, out=idx)
@@ -92,7 +93,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     y[ax >= _ERF_TOP] = 1.0
     y = np.copysign(y, x)
     y[np.isnan(x)] = np.nan
-    return y
+    return y.reshape(shape)
 
 
 def erfinv(y: np.ndarray) -> np.ndarray:

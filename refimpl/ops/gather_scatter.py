@@ -371,7 +371,8 @@ def _index_add_cpu(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alp
     _check_bounds(idx, out.shape[d], d)
     src = source._np.astype(cd, copy=False).reshape(_index_add_shape(out, d, index))
     if alpha != 1:
-        src = src * (int(alpha) if self.dtype.category < 2 else alpha)
+        src = (src & bool(alpha) if self.dtype is D.bool_ else
+               src * (int(alpha) if self.dtype.category < 2 else alpha))
     n = out.shape[d]
     if n and idx.size == n and np.bincount(idx, minlength=n).min() == 1:
         # idx is a permutation (max pooling's backward with non-overlapping windows):
@@ -390,7 +391,8 @@ def _index_add_cuda(self: Tensor, dim: int, index: Tensor, source: Tensor, *, al
 
     d = _index_add_check(self, dim, index, source)
     if alpha != 1:
-        source = source * (int(alpha) if self.dtype.category < 2 else alpha)
+        source = (source & bool(alpha) if self.dtype is D.bool_ else
+                  source * (int(alpha) if self.dtype.category < 2 else alpha))
     out = _index_ops.clone(self)
     _index_ops.index_scatter(out, d, index, source, reduce="sum", wrap=False, err="bounds")
     return out

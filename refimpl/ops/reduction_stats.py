@@ -360,12 +360,19 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, out=None,
          dtype=None) -> Tensor:
     """The vector p-norm over ``dim`` (all elements by default). ``p`` is a number
     (``inf``, ``-inf`` and ``0`` included) or ``'fro'`` (the 2-norm over at most two
-    dims); the nuclear norm is not implemented (TENSOR-508)."""
+    dims) or ``'nuc'`` (the nuclear norm of the matrices over two dims) (TENSOR-508)."""
     if p is None:
         p = 2
     if isinstance(p, str):
         if p == "nuc":
-            raise NotImplementedError("refimpl does not implement the nuclear norm ('nuc')")
+            from refimpl import linalg
+
+            dims = tuple(range(input.dim())) if dim is None else (
+                (dim,) if isinstance(dim, int) else tuple(dim))
+            if len(dims) != 2:
+                got = " ".join(str(d) for d in dims)
+                raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {got}")
+            return linalg.matrix_norm(input, "nuc", dims, keepdim, dtype=dtype, out=out)
         if p != "fro":
             raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
         if dim is not None and not isinstance(dim, int) and len(tuple(dim)) > 2:
