@@ -67,7 +67,17 @@ def on_stream(stream):
     """Make ``stream`` current (and its device) for the duration; None: nothing."""
     if stream is None:
         return contextlib.nullcontext()
-    return _streams().StreamContext(stream)
+    streams = _streams()
+    # The common case: the node's stream already is this thread's current stream, on the
+    # current device. A StreamContext would then select the same device, install an
+    # equal stream and restore the previous one on exit: nothing observable changes, so
+    # skip its bookkeeping (two current_stream look-ups, device guards) per node.
+    from refimpl.cuda import _device
+
+    idx = stream.device_index
+    if _device._tls_device() == idx and streams.current_stream_handle(idx) == stream.cuda_stream:
+        return contextlib.nullcontext()
+    return streams.StreamContext(stream)
 
 
 def sync_producer(grad, producer, consumer) -> None:

@@ -72,6 +72,10 @@ class _ThreadStreams(threading.local):
 _tls = _ThreadStreams()
 
 
+# One ``cuda:N`` device object per ordinal, shared by every Stream.device (see there).
+_STREAM_DEVICES: dict[int, _torch_device] = {}
+
+
 def _current_streams() -> dict[int, Stream]:
     table = _tls.streams
     if table is None:
@@ -115,8 +119,16 @@ class Stream:
 
     @property
     def device(self) -> _torch_device:
-        """The stream's device, ``cuda:N``."""
-        return _torch_device("cuda", self.device_index)
+        """The stream's device, ``cuda:N``.
+
+        The engine and the allocator ask for this on every op; parsing ``"cuda"`` anew
+        each time cost a regex match per call. Device objects are never mutated (like
+        torch's), so one shared ``cuda:N`` per ordinal is equivalent.
+        """
+        dev = _STREAM_DEVICES.get(self.device_index)
+        if dev is None:
+            dev = _STREAM_DEVICES[self.device_index] = _torch_device("cuda", self.device_index)
+        return dev
 
     @property
     def priority(self) -> int:
