@@ -1,5 +1,5 @@
-"""The host allocator's cudaHostRegister path, with the driver's register calls recorded
-(no GPU needed): which path each setting takes, the pages touched, what freeing undoes."""
+"""Seed-port CUDA paths checked without a GPU: the host allocator's cudaHostRegister path
+(the driver's register calls recorded) and the multinomial assert kernel's NVRTC compile."""
 
 from __future__ import annotations
 
