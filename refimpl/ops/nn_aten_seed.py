@@ -33,14 +33,20 @@ def upsample_bilinear2d(input: Tensor, output_size, align_corners: bool,
     function none at all); on the CPU it keeps the input's suggested format."""
     from refimpl.ops.nn_sample import interpolate
 
-    if output_size is None and scale_factors is None and scales_h is not None:
-        scale_factors = (scales_h, scales_w)
+    if output_size is not None and (scales_h is not None or scales_w is not None):
+        # torch maps coordinates by the given scales; refimpl does where they give the size
+        scale_factors = [scales_h, scales_w]
+        if None in scale_factors or [int(i * f) for i, f in zip(
+                input.shape[-2:], scale_factors)] != list(output_size):
+            raise NotImplementedError("refimpl: upsample_bilinear2d with scales_h/scales_w "
+                                      "that do not give output_size is not implemented")
+        output_size = None
     if output_size is not None:
         out = interpolate(input, size=list(output_size), mode="bilinear",
                           align_corners=align_corners)
     else:
         out = interpolate(input, scale_factor=list(scale_factors), mode="bilinear",
-                          align_corners=align_corners)
+                          align_corners=align_corners, recompute_scale_factor=False)
     fmt = contiguous_format if input.device.type == "cuda" else _suggest(input)
     return out.contiguous(memory_format=fmt)
 
