@@ -98,7 +98,7 @@ def _backward(ctx, grad):
 
 
 def _jvp(ctx, tx, tw, tb):
-    input, weight, bias, stride, pads, dilation, groups = ctx.args
+    input, weight, _, stride, pads, dilation, groups = ctx.args
     out = None
     for a, b in ((tx, weight), (input, tw)):
         if a is not None and b is not None:

@@ -15,6 +15,7 @@ from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_loss import _not_differentiable
+from refimpl.ops.nn_norm_kernel import batch_norm_fused, use_fused
 from refimpl.ops.reduction_stats import var_mean
 
 _REDUCED = (D.float16, D.bfloat16)
@@ -74,6 +75,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     dims = [d for d in range(input.dim()) if d != 1]
     shape = [1] * input.dim()
     shape[1] = c
+    if use_fused(input, weight, bias):
+        return _batch_norm_fused(input, running_mean, running_var, weight, bias, training,
+                                 momentum, eps)
     x = _upcast(input)
     if training:
         var, mean = var_mean(x, dims, correction=0)
@@ -84,6 +88,20 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
     out = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
     return _affine(out, weight, bias, shape).to(input.dtype)
+
+
+def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: bool,
+                      momentum: float, eps: float) -> Tensor:
+    """``batch_norm`` through the one-op kernel (``nn_norm_kernel``)."""
+    if training:
+        out, mean, var = batch_norm_fused(input, weight, bias, None, None, True, eps)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var, momentum,
+                            input.numel() // input.shape[1])
+        return out
+    dt = input.dtype
+    return batch_norm_fused(input, weight, bias, running_mean.to(dt), running_var.to(dt),
+                            False, eps)[0]
 
 
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
