@@ -164,8 +164,7 @@ def _bw_cpu(grad, input, weight, stride, pads, dilation, groups, mask):
     gw = empty
     if mask[1]:
         cols = _cols_np(xa, kernel, stride, pads, dilation, groups, out_sizes)
-        gw = np.stack([np.tensordot(g[:, j], cols[:, j], axes=([0, 2], [0, 2]))
-                       for j in range(groups)]).reshape(wa.shape)
+        gw = np.matmul(g, cols.swapaxes(-1, -2)).sum(0).reshape(wa.shape)
     gi = empty
     if mask[0]:
         dcols = np.matmul(wa.reshape(groups, og, -1).transpose(0, 2, 1), g)
