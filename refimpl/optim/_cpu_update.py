@@ -4,7 +4,7 @@ torch's single-tensor (for-loop) optimizers, its default for CPU parameters, run
 in-place ops per parameter; here the same arithmetic, in the same order and dtype, runs
 directly on the parameters' and states' numpy views, without dispatching each op. Each
 tensor's version counter is bumped as often as those in-place ops would bump it.
-``plain(...)`` decides when this applies: every tensor a plain dense CPU float32/float64
+``plain(...)`` decides when this applies: every tensor a plain (or ``nn.Parameter``) dense CPU float32/float64
 tensor without math bits, and nothing that watches ops (dispatch modes, the profiler,
 forward AD) active; otherwise the optimizers run their ops.
 """
@@ -21,6 +21,7 @@ def plain(*tensors) -> bool:
     """Whether the numpy updates may stand for the ops on these tensors."""
     from refimpl import _dispatch
     from refimpl._state import FW, STATE
+    from refimpl.nn.parameter import Parameter
 
     if _dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active \
             or STATE.grad_enabled:
@@ -29,7 +30,7 @@ def plain(*tensors) -> bool:
     for t in tensors:
         if t is None:
             continue
-        if type(t) is not Tensor or t.device.type != "cpu" or t._conj_bit or t._neg_bit \
+        if type(t) is not Tensor and type(t) is not Parameter or t.device.type != "cpu" or t._conj_bit or t._neg_bit \
                 or t.is_sparse or t.requires_grad and t.grad_fn is not None:
             return False
         if dtype is None:
