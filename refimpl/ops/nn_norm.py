@@ -14,6 +14,8 @@ from __future__ import annotations
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
+from refimpl.ops.nn_layer_norm_kernel import use_fused as use_fused_ln
 from refimpl.ops.nn_loss import _not_differentiable
 from refimpl.ops.nn_norm_kernel import batch_norm_fused, use_fused
 from refimpl.ops.reduction_stats import var_mean
@@ -140,6 +142,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     elementwise (spec NNF-051)."""
     dims = _check_normalized(input, normalized_shape, weight, bias, ", ")
     _check_floating(input, "LayerNormKernelImpl")
+    if use_fused_ln(input, weight, bias):
+        return layer_norm_fused(input, weight, bias, len(dims), eps)[0]
     x = _upcast(input)
     var, mean = var_mean(x, dims, correction=0, keepdim=True)
     out = (x - mean) * (var + eps).rsqrt()
