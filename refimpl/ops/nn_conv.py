@@ -123,7 +123,7 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padd
     else:
         pads = [(p, p) for p in _expand("padding", padding, n)]
     _check(x, weight, bias, stride, pads, dilation, groups, n)
-    if use_fused(x):
+    if use_fused(x, weight, bias):
         out = conv_im2col(x, weight, bias, stride, pads, dilation, groups)
         return out if batched else out.squeeze(0)
     out = _im2col_matmul(x, weight, stride, pads, dilation, groups, n)

@@ -195,12 +195,13 @@ conv_backward = defop("_conv_im2col_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=
                       differentiable=False, extra={"method": False})
 
 
-def use_fused(x: Tensor) -> bool:
-    """Whether ``convolution`` takes the fused op for ``x`` (float32/float64 on the CPU
-    or CUDA; other dtypes keep the composed path)."""
+def use_fused(x: Tensor, weight: Tensor, bias) -> bool:
+    """Whether ``convolution`` takes the fused op (float32/float64 on the CPU or CUDA, the
+    weight and bias on the input's device; other dtypes keep the composed path)."""
     from refimpl import _dtype as D
 
-    return (x.dtype is D.float32 or x.dtype is D.float64) and x.device.type in ("cpu", "cuda")
+    return ((x.dtype is D.float32 or x.dtype is D.float64) and x.device.type in ("cpu", "cuda")
+            and weight.device == x.device and (bias is None or bias.device == x.device))
 
 
 __all__: list[str] = []

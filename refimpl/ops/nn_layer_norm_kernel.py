@@ -173,7 +173,8 @@ def use_fused(input: Tensor, weight, bias) -> bool:
     same dtype, on the CPU or CUDA)."""
     dt = input.dtype
     return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
-            and input.numel() > 0 and all(t is None or t.dtype is dt for t in (weight, bias)))
+            and input.numel() > 0 and all(t is None or t.dtype is dt and t.device == input.device
+                                          for t in (weight, bias)))
 
 
 __all__: list[str] = []

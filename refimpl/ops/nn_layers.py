@@ -18,6 +18,8 @@ from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_conv import _c_name
+from refimpl.ops.nn_linear_kernel import linear as fused_linear
+from refimpl.ops.nn_linear_kernel import use_fused
 
 
 @composite("linear")
@@ -27,6 +29,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         rows = input.numel() // max(input.shape[-1], 1) if input.dim() > 1 else 1
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x"
                            f"{input.shape[-1]} and {weight.shape[1]}x{weight.shape[0]})")
+    if use_fused(input, weight, bias):
+        return fused_linear(input, weight, bias)
     out = input.matmul(weight.t() if weight.dim() == 2 else weight)
     return out if bias is None else out + bias
 

@@ -147,7 +147,8 @@ def use_fused(input: Tensor, target: Tensor, weight) -> bool:
     return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
             and input.dim() in (1, 2) and input.numel() > 0 and target.dtype is D.int64
             and type(input) is Tensor and type(target) is Tensor
-            and (weight is None or weight.dtype is dt))
+            and target.device == input.device
+            and (weight is None or weight.dtype is dt and weight.device == input.device))
 
 
 __all__: list[str] = []

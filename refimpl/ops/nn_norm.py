@@ -77,7 +77,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     dims = [d for d in range(input.dim()) if d != 1]
     shape = [1] * input.dim()
     shape[1] = c
-    if use_fused(input, weight, bias):
+    if use_fused(input, weight, bias) and all(t is None or t.device == input.device
+                                              for t in (running_mean, running_var)):
         return _batch_norm_fused(input, running_mean, running_var, weight, bias, training,
                                  momentum, eps)
     x = _upcast(input)

@@ -201,7 +201,8 @@ def use_fused(input: Tensor, weight, bias) -> bool:
     dt = input.dtype
     return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
             and input.dim() >= 2
-            and all(t is None or t.dtype is dt for t in (weight, bias)))
+            and all(t is None or t.dtype is dt and t.device == input.device
+                    for t in (weight, bias)))
 
 
 __all__: list[str] = []
