@@ -17,6 +17,8 @@ import math
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_attention_kernel import sdpa_fused
+from refimpl.ops.nn_attention_kernel import use_fused as use_fused_sdpa
 from refimpl.ops.nn_conv import _c_name
 from refimpl.ops.nn_linear_kernel import linear as fused_linear
 from refimpl.ops.nn_linear_kernel import use_fused
@@ -300,6 +302,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             else attn_mask, dropout_p, is_causal, scale, enable_gqa).to(query.dtype)
     length, source = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if dropout_p == 0.0 and use_fused_sdpa(query, key, value, attn_mask):
+        return sdpa_fused(query, key, value, attn_mask, scale, is_causal)[0]
     scores = query.matmul(key.transpose(-2, -1)) * scale
     if is_causal:
         attn_mask = ones((length, source), dtype=D.bool_, device=query.device).tril()
