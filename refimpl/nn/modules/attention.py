@@ -143,6 +143,20 @@ class MultiheadAttention(Module):
             kpm = _float_mask(key_padding_mask, q).reshape(bsz, 1, 1, src_len)
             kpm = kpm.expand(-1, heads, -1, -1).reshape(bsz * heads, 1, src_len)
             attn_mask = kpm if attn_mask is None else attn_mask + kpm
+        if not need_weights and not (self.training and self.dropout > 0.0):
+            # as torch's multi_head_attention_forward: one scaled_dot_product_attention
+            if attn_mask is not None:
+                attn_mask = attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else \
+                    attn_mask.reshape(bsz, heads, -1, src_len)
+            out = F.scaled_dot_product_attention(
+                q.reshape(bsz, heads, tgt_len, hd), k.reshape(bsz, heads, src_len, hd),
+                v.reshape(bsz, heads, src_len, hd), attn_mask)
+            out = out.permute(2, 0, 1, 3).reshape(tgt_len * bsz, self.embed_dim)
+            out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+            out = out.reshape(tgt_len, bsz, self.embed_dim)
+            if self.batch_first and batched:
+                out = out.transpose(1, 0)
+            return (out if batched else out.squeeze(1)), None
         scores = (q * math.sqrt(1.0 / hd)).bmm(k.transpose(-2, -1))
         if attn_mask is not None:
             scores = scores + attn_mask
