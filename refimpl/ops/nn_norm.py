@@ -108,13 +108,33 @@ def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: 
 
 
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
+    from refimpl.optim._cpu_update import plain
+
     with _no_grad():
+        if plain(running_mean, running_var, mean, var) and None not in (running_mean,
+                                                                        running_var):
+            _update_running_np(running_mean, running_var, mean, var, momentum, n)
+            return
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
                                                  alpha=momentum)
         if running_var is not None:
             unbiased = var.detach() * (n / (n - 1) if n > 1 else float("inf"))
             running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+
+
+def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -> None:
+    """``_update_running``'s arithmetic in place on the CPU tensors' numpy views (the
+    ops' order and dtype; each buffer's version bumped twice, as by ``mul_`` and
+    ``add_``)."""
+    rm, rv = running_mean._np, running_var._np
+    rm *= 1 - momentum
+    rm += momentum * mean._np
+    unbiased = var._np * (n / (n - 1) if n > 1 else float("inf"))
+    rv *= 1 - momentum
+    rv += momentum * unbiased
+    running_mean._version_counter.version += 2
+    running_var._version_counter.version += 2
 
 
 def _check_normalized(input: Tensor, normalized_shape, weight, bias, sep: str) -> list:
