@@ -6,7 +6,7 @@ CPU: the padded input's windows as one strided view, one copy into (..., out, ke
 rows, one ``argmax`` (the first maximum wins; a window holding NaN takes its last NaN, as
 torch's kernel does); the
 indices follow from the argmax arithmetically; the backward sums the gradient into the
-input with one ``bincount``. CUDA: the composed path of ``nn_pool._max_pool`` (its
+input with one ``bincount``. CUDA: the composed path of ``nn_pool._max_pool_composed`` (its
 ``index_select``/``max``/``gather`` kernels) and a ``scatter_add`` for the backward, under
 no_grad; no CPU fallback. Double backward uses the differentiable ``scatter_add``.
 """
@@ -60,10 +60,11 @@ def _cpu(input, k, s, p, d, out):
 
 def _cuda(input, k, s, p, d, out):
     from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.nn_pool import _max_pool
+    from refimpl.ops.nn_pool import _max_pool_composed
 
     with no_grad():
-        values, idx = _max_pool(input, 2, "max_pool2d", k, s, p, d, False, True)
+        values, idx = _max_pool_composed(input, 2, k, s, p, d, list(input.shape[-2:]), out,
+                                         True)
     return values.contiguous(), idx.contiguous()
 
 
