@@ -100,6 +100,22 @@ class MultiheadAttention(Module):
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
+    def _attend_batch_first(self, query: Tensor, key: Tensor, value: Tensor,
+                            same: bool) -> Tensor:
+        """Unmasked attention without weights: the projections on the (N, L, E) layout,
+        the heads as views, one scaled_dot_product_attention, the output projection."""
+        if not self.batch_first:
+            query, key, value = (x.transpose(1, 0) for x in (query, key, value))
+        bsz, tgt_len, _ = query.shape
+        heads, hd = self.num_heads, self.head_dim
+        q, k, v = self._project(query, key, value, same)
+        q, k, v = (x.reshape(bsz, x.shape[1], heads, hd).transpose(1, 2) for x in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v)
+        out = out.transpose(1, 2).reshape(bsz * tgt_len, self.embed_dim)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+        out = out.reshape(bsz, tgt_len, self.embed_dim)
+        return out if self.batch_first else out.transpose(1, 0)
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
@@ -111,6 +127,10 @@ class MultiheadAttention(Module):
                                " to create this mask.")
         batched = query.dim() == 3
         same = query is key and key is value
+        if (not need_weights and batched and attn_mask is None and key_padding_mask is None
+                and self.bias_k is None and not self.add_zero_attn
+                and not (self.training and self.dropout > 0.0)):
+            return self._attend_batch_first(query, key, value, same), None
         if not batched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
