@@ -231,6 +231,12 @@ def _gelu(x, approximate="none"):
     return (0.5 * x64 * (1 + _special.erf(x64 / _SQRT_2))).astype(x.dtype)
 
 
+def _nn_activation():
+    from refimpl.ops import nn_activation
+
+    return nn_activation
+
+
 def _gelu_grad(x, approximate):
     if approximate == "tanh":
         inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
@@ -248,7 +254,7 @@ _gelu_impl = Unary(_gelu, result="same", allow=FLOATING, kernel="GeluKernelImpl"
                        "r_gelu_tanh(a)" if approximate == "tanh" else "r_gelu(a)", None))
 gelu = defop(
     "gelu", meta=_gelu_impl.meta, cpu=_gelu_impl.cpu,
-    backward=lambda ctx, g: (g * _gelu_grad(ctx.args[0], ctx.kwargs.get("approximate", "none")),),
+    backward=lambda ctx, g: _nn_activation().gelu_backward(ctx, g),
     jvp=lambda ctx, t: t * _gelu_grad(ctx.args[0], ctx.kwargs.get("approximate", "none")),
     **cuda_fields(_gelu_impl, {"method": False}))
 gelu_ = inplace(gelu)

@@ -190,3 +190,59 @@ softshrink = defop("softshrink", meta=_softshrink_impl.meta, cpu=_softshrink_imp
                    **cuda_fields(_softshrink_impl, {"method": False}))
 
 __all__ = ["hardshrink"]
+
+
+# -- gelu's backward as one op -----------------------------------------------------------------------
+
+def _gelu_bw_meta(grad, self, approximate="none"):
+    from refimpl.ops._registry import TensorSpec
+
+    return TensorSpec(tuple(grad.shape), grad.dtype, grad.device)
+
+
+def _gelu_bw_cpu(grad, self, approximate="none"):
+    """``grad * gelu'(x)`` in numpy, in the dtype and order of ``_gelu_grad``'s ops."""
+    from refimpl.ops import _special
+    from refimpl.ops.activation import _INV_SQRT_2PI, _SQRT_2, _SQRT_2_OVER_PI
+
+    x, g = self._np, grad._np
+    t = x.dtype.type
+    if approximate == "tanh":
+        inner = (x + x * x * x * t(0.044715)) * t(_SQRT_2_OVER_PI)
+        th = np.tanh(inner)
+        dinner = (x * x * t(3 * 0.044715) + t(1)) * t(_SQRT_2_OVER_PI)
+        d = (th + t(1)) * t(0.5) + x * t(0.5) * (t(1) - th * th) * dinner
+    else:
+        cdf = (_special.erf(x / t(_SQRT_2)).astype(x.dtype) + t(1)) * t(0.5)
+        pdf = np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        d = cdf + x * pdf
+    return g * d
+
+
+def _gelu_bw_cuda(grad, self, approximate="none"):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.activation import _gelu_grad
+
+    with no_grad():
+        return grad * _gelu_grad(self, approximate)
+
+
+gelu_backward_fused = defop("_gelu_backward_fused", meta=_gelu_bw_meta, cpu=_gelu_bw_cpu,
+                            cuda=_gelu_bw_cuda, differentiable=False, extra={"method": False})
+
+
+def gelu_backward(ctx, grad):
+    """gelu's derivative rule: one ``_gelu_backward_fused`` call for float32/float64
+    tensors of one device when no graph of the backward is built, else the formula in
+    refimpl ops (double backward)."""
+    from refimpl import _dtype as D
+    from refimpl._state import STATE
+    from refimpl.ops.activation import _gelu_grad
+
+    x = ctx.args[0]
+    approximate = ctx.kwargs.get("approximate", "none") if len(ctx.args) < 2 else ctx.args[1]
+    if not STATE.grad_enabled and x.dtype is grad.dtype and x.device == grad.device \
+            and (x.dtype is D.float32 or x.dtype is D.float64) \
+            and x.device.type in ("cpu", "cuda") and x.shape == grad.shape:
+        return (gelu_backward_fused(grad, x, approximate),)
+    return (grad * _gelu_grad(x, approximate),)

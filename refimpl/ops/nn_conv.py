@@ -15,6 +15,7 @@ import warnings
 
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_conv_kernel import conv_im2col, use_fused
 from refimpl.ops.nn_shape import pad, windows
 
 
@@ -122,6 +123,9 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padd
     else:
         pads = [(p, p) for p in _expand("padding", padding, n)]
     _check(x, weight, bias, stride, pads, dilation, groups, n)
+    if use_fused(x, weight, bias):
+        out = conv_im2col(x, weight, bias, stride, pads, dilation, groups)
+        return out if batched else out.squeeze(0)
     out = _im2col_matmul(x, weight, stride, pads, dilation, groups, n)
     if bias is not None:
         out = out + bias.reshape(-1, *([1] * n))

@@ -17,7 +17,11 @@ import math
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_attention_kernel import sdpa_fused
+from refimpl.ops.nn_attention_kernel import use_fused as use_fused_sdpa
 from refimpl.ops.nn_conv import _c_name
+from refimpl.ops.nn_linear_kernel import linear as fused_linear
+from refimpl.ops.nn_linear_kernel import use_fused
 
 
 @composite("linear")
@@ -27,6 +31,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         rows = input.numel() // max(input.shape[-1], 1) if input.dim() > 1 else 1
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x"
                            f"{input.shape[-1]} and {weight.shape[1]}x{weight.shape[0]})")
+    if use_fused(input, weight, bias):
+        return fused_linear(input, weight, bias)
     out = input.matmul(weight.t() if weight.dim() == 2 else weight)
     return out if bias is None else out + bias
 
@@ -296,6 +302,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             else attn_mask, dropout_p, is_causal, scale, enable_gqa).to(query.dtype)
     length, source = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if dropout_p == 0.0 and use_fused_sdpa(query, key, value, attn_mask):
+        return sdpa_fused(query, key, value, attn_mask, scale, is_causal)[0]
     scores = query.matmul(key.transpose(-2, -1)) * scale
     if is_causal:
         attn_mask = ones((length, source), dtype=D.bool_, device=query.device).tril()

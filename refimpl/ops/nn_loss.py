@@ -20,6 +20,7 @@ from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.elementwise_binary import where
+from refimpl.ops.nn_loss_kernel import nll_loss_fused, use_fused
 from refimpl.ops.nn_shape import has_data
 
 
@@ -97,12 +98,25 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _check_class_target(input, target)
     _not_differentiable("nll_loss_forward", "weight", weight)
     target = target.long()
+    if use_fused(input, target, weight):
+        return nll_loss_fused(input, target, weight, reduction, ignore_index)[0]
+    _check_bounds(input, target, ignore_index)
+    return _nll_ops(input, target, weight, ignore_index, reduction)[0]
+
+
+def _check_bounds(input: Tensor, target: Tensor, ignore_index: int) -> None:
+    """torch's IndexError for a target class out of range (and not ignored)."""
     classes = input.shape[_class_dim(input)]
     keep = target != ignore_index
     if target.numel() and has_data(target) and bool(((target < 0).logical_or(target >= classes))
                                .logical_and(keep).any()):
         bad = target.masked_select(keep.logical_and((target < 0).logical_or(target >= classes)))
         raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+
+
+def _nll_ops(input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str):
+    """The loss (reduced as asked) and the per-sample weights, in refimpl ops."""
+    keep = target != ignore_index
     safe = target.where(keep, 0)
     dim = _class_dim(input)
     picked = input.gather(dim, safe.unsqueeze(dim)).squeeze(dim)
@@ -111,10 +125,10 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
         w = w * weight.index_select(0, safe.flatten()).reshape(safe.shape)
     losses = -picked * w
     if reduction == "none":
-        return losses
+        return losses, w
     if reduction == "sum":
-        return losses.sum()
-    return losses.sum() / w.sum()
+        return losses.sum(), w
+    return losses.sum() / w.sum(), w
 
 
 def _class_shape(input: Tensor, dim: int) -> list:

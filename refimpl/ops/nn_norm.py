@@ -14,7 +14,10 @@ from __future__ import annotations
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
+from refimpl.ops.nn_layer_norm_kernel import use_fused as use_fused_ln
 from refimpl.ops.nn_loss import _not_differentiable
+from refimpl.ops.nn_norm_kernel import batch_norm_fused, use_fused
 from refimpl.ops.reduction_stats import var_mean
 
 _REDUCED = (D.float16, D.bfloat16)
@@ -74,6 +77,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     dims = [d for d in range(input.dim()) if d != 1]
     shape = [1] * input.dim()
     shape[1] = c
+    if use_fused(input, weight, bias) and all(t is None or t.device == input.device
+                                              for t in (running_mean, running_var)):
+        return _batch_norm_fused(input, running_mean, running_var, weight, bias, training,
+                                 momentum, eps)
     x = _upcast(input)
     if training:
         var, mean = var_mean(x, dims, correction=0)
@@ -86,14 +93,48 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return _affine(out, weight, bias, shape).to(input.dtype)
 
 
+def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: bool,
+                      momentum: float, eps: float) -> Tensor:
+    """``batch_norm`` through the one-op kernel (``nn_norm_kernel``)."""
+    if training:
+        out, mean, var = batch_norm_fused(input, weight, bias, None, None, True, eps)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var, momentum,
+                            input.numel() // input.shape[1])
+        return out
+    dt = input.dtype
+    return batch_norm_fused(input, weight, bias, running_mean.to(dt), running_var.to(dt),
+                            False, eps)[0]
+
+
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
+    from refimpl.optim._cpu_update import plain
+
     with _no_grad():
+        if plain(running_mean, running_var, mean, var) and None not in (running_mean,
+                                                                        running_var):
+            _update_running_np(running_mean, running_var, mean, var, momentum, n)
+            return
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
                                                  alpha=momentum)
         if running_var is not None:
             unbiased = var.detach() * (n / (n - 1) if n > 1 else float("inf"))
             running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+
+
+def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -> None:
+    """``_update_running``'s arithmetic in place on the CPU tensors' numpy views (the
+    ops' order and dtype; each buffer's version bumped twice, as by ``mul_`` and
+    ``add_``)."""
+    rm, rv = running_mean._np, running_var._np
+    rm *= 1 - momentum
+    rm += momentum * mean._np
+    unbiased = var._np * (n / (n - 1) if n > 1 else float("inf"))
+    rv *= 1 - momentum
+    rv += momentum * unbiased
+    running_mean._version_counter.version += 2
+    running_var._version_counter.version += 2
 
 
 def _check_normalized(input: Tensor, normalized_shape, weight, bias, sep: str) -> list:
@@ -122,6 +163,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     elementwise (spec NNF-051)."""
     dims = _check_normalized(input, normalized_shape, weight, bias, ", ")
     _check_floating(input, "LayerNormKernelImpl")
+    if use_fused_ln(input, weight, bias):
+        return layer_norm_fused(input, weight, bias, len(dims), eps)[0]
     x = _upcast(input)
     var, mean = var_mean(x, dims, correction=0, keepdim=True)
     out = (x - mean) * (var + eps).rsqrt()

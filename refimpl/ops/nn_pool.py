@@ -21,6 +21,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops.nn_pool_kernel import max_pool2d_fused, use_fused
 from refimpl.ops.nn_shape import _index, pad, windows
 
 
@@ -148,6 +149,14 @@ def _max_pool(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dila
                                   f"'{input.dtype._legacy}'")
     k, s, p, d, sizes, out = _params(input, n, fn, kernel_size, stride, padding, dilation,
                                      ceil_mode)
+    if n == 2 and use_fused(input):
+        values, indices = max_pool2d_fused(input, list(k), list(s), list(p), list(d), list(out))
+        return (values, indices) if return_indices else values
+    return _max_pool_composed(input, n, k, s, p, d, sizes, out, return_indices)
+
+
+def _max_pool_composed(input: Tensor, n: int, k, s, p, d, sizes, out, return_indices: bool):
+    """Max pooling in refimpl ops: the windows gathered through a host-built table."""
     padded, flat_pad, flat_in = _windows_table(sizes, out, k, s, p, d)
     lead = list(input.shape[:-n])
     flat = [v for i in reversed(range(n)) for v in (p[i], padded[i] - sizes[i] - p[i])]

@@ -5,7 +5,7 @@ torch's other implementations of the same arithmetic: accepted, same results."""
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
-from refimpl.optim import _capturable
+from refimpl.optim import _capturable, _cpu_update
 from refimpl.optim.optimizer import (
     Optimizer,
     check_fused,
@@ -108,6 +108,13 @@ class Adam(Optimizer):
                 if group["fused"]:
                     device_dtype_check_for_fused(p)
                 state = self._state_of(p, group)
+                if not group.get("differentiable") and state["step"].device.type == "cpu" and \
+                        _cpu_update.plain(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
+                                          state.get("max_exp_avg_sq")):
+                    _cpu_update.adam(p, p.grad, state, lr, beta1, beta2, eps, weight_decay,
+                                     group["decoupled_weight_decay"], group["amsgrad"],
+                                     group["maximize"])
+                    continue
                 grad = grad_of(p, group["maximize"])
                 step_t = state["step"]
                 step_t += 1

@@ -7,7 +7,7 @@ implementations of the same arithmetic, so refimpl accepts them and computes the
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
-from refimpl.optim import _capturable
+from refimpl.optim import _capturable, _cpu_update
 from refimpl.optim.optimizer import (
     Optimizer,
     check_fused,
@@ -70,6 +70,12 @@ class SGD(Optimizer):
                 if group["fused"] and getattr(self, "_need_device_dtype_check_for_fused", True):
                     device_dtype_check_for_fused(p)
                     self._need_device_dtype_check_for_fused = False
+                buf = self.state[p].get("momentum_buffer") if momentum != 0 else None
+                if not group.get("differentiable") and (momentum == 0 or buf is not None) and \
+                        _cpu_update.plain(p, p.grad, buf):
+                    _cpu_update.sgd(p, p.grad, buf, lr, momentum, dampening, weight_decay,
+                                    nesterov, group["maximize"])
+                    continue
                 grad = grad_of(p, group["maximize"])
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)

@@ -100,6 +100,22 @@ class MultiheadAttention(Module):
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
+    def _attend_batch_first(self, query: Tensor, key: Tensor, value: Tensor,
+                            same: bool) -> Tensor:
+        """Unmasked attention without weights: the projections on the (N, L, E) layout,
+        the heads as views, one scaled_dot_product_attention, the output projection."""
+        if not self.batch_first:
+            query, key, value = (x.transpose(1, 0) for x in (query, key, value))
+        bsz, tgt_len, _ = query.shape
+        heads, hd = self.num_heads, self.head_dim
+        q, k, v = self._project(query, key, value, same)
+        q, k, v = (x.reshape(bsz, x.shape[1], heads, hd).transpose(1, 2) for x in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v)
+        out = out.transpose(1, 2).reshape(bsz * tgt_len, self.embed_dim)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+        out = out.reshape(bsz, tgt_len, self.embed_dim)
+        return out if self.batch_first else out.transpose(1, 0)
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
@@ -111,6 +127,10 @@ class MultiheadAttention(Module):
                                " to create this mask.")
         batched = query.dim() == 3
         same = query is key and key is value
+        if (not need_weights and batched and attn_mask is None and key_padding_mask is None
+                and self.bias_k is None and not self.add_zero_attn
+                and not (self.training and self.dropout > 0.0)):
+            return self._attend_batch_first(query, key, value, same), None
         if not batched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
@@ -143,6 +163,20 @@ class MultiheadAttention(Module):
             kpm = _float_mask(key_padding_mask, q).reshape(bsz, 1, 1, src_len)
             kpm = kpm.expand(-1, heads, -1, -1).reshape(bsz * heads, 1, src_len)
             attn_mask = kpm if attn_mask is None else attn_mask + kpm
+        if not need_weights and not (self.training and self.dropout > 0.0):
+            # as torch's multi_head_attention_forward: one scaled_dot_product_attention
+            if attn_mask is not None:
+                attn_mask = attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else \
+                    attn_mask.reshape(bsz, heads, -1, src_len)
+            out = F.scaled_dot_product_attention(
+                q.reshape(bsz, heads, tgt_len, hd), k.reshape(bsz, heads, src_len, hd),
+                v.reshape(bsz, heads, src_len, hd), attn_mask)
+            out = out.permute(2, 0, 1, 3).reshape(tgt_len * bsz, self.embed_dim)
+            out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+            out = out.reshape(tgt_len, bsz, self.embed_dim)
+            if self.batch_first and batched:
+                out = out.transpose(1, 0)
+            return (out if batched else out.squeeze(1)), None
         scores = (q * math.sqrt(1.0 / hd)).bmm(k.transpose(-2, -1))
         if attn_mask is not None:
             scores = scores + attn_mask

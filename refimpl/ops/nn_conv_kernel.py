@@ -1,0 +1,207 @@
+"""The convolution as one op: ``_conv_im2col`` (forward, autograd node
+``ConvolutionBackward0`` as torch's) and ``_conv_im2col_backward`` (the gradients of
+input, weight and bias in one call), used by ``nn_conv.convolution`` for float32 and
+float64 inputs.
+
+CPU: one im2col copy of the padded input's sliding windows and one matrix product per
+group (numpy); the backward recomputes the columns for the weight gradient and sums the
+input gradient's columns back with one strided add per kernel offset. CUDA: the same
+im2col + matmul composed of refimpl's CUDA ops (cuBLAS GEMMs through ``einsum`` and
+``matmul``, ``col2im``'s ``index_add``) under no_grad; no CPU fallback. Double backward
+runs the backward's formulas in differentiable refimpl ops.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from refimpl._state import STATE
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _prod(xs) -> int:
+    r = 1
+    for v in xs:
+        r *= int(v)
+    return r
+
+
+def _out_sizes(x, weight, stride, pads, dilation) -> list:
+    n = len(stride)
+    return [(x.shape[2 + i] + pads[i][0] + pads[i][1] - dilation[i] * (weight.shape[2 + i] - 1)
+             - 1) // stride[i] + 1 for i in range(n)]
+
+
+def _meta(input, weight, bias, stride, pads, dilation, groups):
+    shape = (input.shape[0], weight.shape[0], *_out_sizes(input, weight, stride, pads, dilation))
+    return TensorSpec(shape, input.dtype, input.device)
+
+
+def _padded_np(xa: np.ndarray, pads) -> np.ndarray:
+    if not any(a or b for a, b in pads):
+        return xa
+    shape = xa.shape[:2] + tuple(s + a + b for s, (a, b) in zip(xa.shape[2:], pads))
+    xp = np.zeros(shape, xa.dtype)
+    xp[(slice(None), slice(None), *(slice(a, a + s) for s, (a, _) in
+                                    zip(xa.shape[2:], pads)))] = xa
+    return xp
+
+
+def _cols_np(xa, kernel, stride, pads, dilation, groups, out_sizes) -> np.ndarray:
+    """The im2col columns (N, G, Cg*K, L) of ``xa`` (one copy of the windows view)."""
+    xp = _padded_np(xa, pads)
+    n = len(kernel)
+    st = xp.strides
+    win = np.lib.stride_tricks.as_strided(
+        xp, xp.shape[:2] + tuple(kernel) + tuple(out_sizes),
+        st[:2] + tuple(st[2 + i] * dilation[i] for i in range(n))
+        + tuple(st[2 + i] * stride[i] for i in range(n)), writeable=False)
+    batch, c = xp.shape[:2]
+    return win.reshape(batch, groups, (c // groups) * _prod(kernel), _prod(out_sizes))
+
+
+def _cpu(input, weight, bias, stride, pads, dilation, groups):
+    xa, wa = input._np, weight._np
+    kernel = wa.shape[2:]
+    out_sizes = _out_sizes(input, weight, stride, pads, dilation)
+    cols = _cols_np(xa, kernel, stride, pads, dilation, groups, out_sizes)
+    og = wa.shape[0] // groups
+    out = np.matmul(wa.reshape(groups, og, -1), cols)  # (N, G, Og, L)
+    out = out.reshape(xa.shape[0], wa.shape[0], *out_sizes)
+    if bias is not None:
+        out += bias._np.reshape(-1, *([1] * len(out_sizes)))
+    return out
+
+
+def _cuda(input, weight, bias, stride, pads, dilation, groups):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.nn_conv import _im2col_matmul
+
+    with no_grad():
+        out = _im2col_matmul(input, weight, stride, pads, dilation, groups, len(stride))
+        if bias is not None:
+            out = out + bias.reshape(-1, *([1] * len(stride)))
+    return out.contiguous()
+
+
+def _backward(ctx, grad):
+    input, weight, bias, stride, pads, dilation, groups = ctx.args
+    needs = ctx.needs_input_grad
+    mask = (bool(needs[0]), bool(needs[1]), bias is not None and bool(needs[2]))
+    if STATE.grad_enabled:  # create_graph: differentiable formulas
+        return _backward_ops(grad, input, weight, stride, pads, dilation, groups, mask)
+    gi, gw, gb = conv_backward(grad, input, weight, stride, pads, dilation, groups, list(mask))
+    return (gi if mask[0] else None, gw if mask[1] else None, gb if mask[2] else None)
+
+
+def _jvp(ctx, tx, tw, tb):
+    input, weight, _, stride, pads, dilation, groups = ctx.args
+    out = None
+    for a, b in ((tx, weight), (input, tw)):
+        if a is not None and b is not None:
+            part = conv_im2col(a, b, None, stride, pads, dilation, groups)
+            out = part if out is None else out + part
+    if tb is not None:
+        part = tb.reshape(-1, *([1] * len(stride)))
+        out = part if out is None else out + part
+    return out
+
+
+conv_im2col = defop("_conv_im2col", meta=_meta, cpu=_cpu, cuda=_cuda, backward=_backward,
+                    jvp=_jvp, node="ConvolutionBackward0", extra={"method": False})
+
+
+def _backward_ops(grad, input, weight, stride, pads, dilation, groups, mask):
+    """The three gradients written in refimpl ops (differentiable; any device)."""
+    from refimpl.ops.einsum import einsum
+    from refimpl.ops.nn_shape import col2im, pad, windows
+
+    n = len(stride)
+    batch, c = input.shape[:2]
+    cout, cg = weight.shape[:2]
+    kernel = list(weight.shape[2:])
+    k, og = _prod(kernel), cout // groups
+    out_sizes = list(grad.shape[2:])
+    g = grad.reshape(batch, groups, og, _prod(out_sizes))
+    gi = gw = gb = None
+    if mask[2]:
+        gb = grad.sum([0, *range(2, 2 + n)])
+    if mask[1]:
+        flat = [p for pair in reversed(pads) for p in pair]
+        xp = pad(input, flat) if any(flat) else input
+        win = windows(xp, kernel, stride, dilation)  # (N, C, *out, *kernel)
+        win = win.reshape(batch, groups, cg, _prod(out_sizes), k)
+        gw = einsum("ngol,ngclk->gock", g, win).reshape(weight.shape)
+    if mask[0]:
+        w = weight.reshape(groups, og, cg, k)
+        dcols = einsum("gock,ngol->ngckl", w, g).reshape(batch, c * k, _prod(out_sizes))
+        padded = [input.shape[2 + i] + pads[i][0] + pads[i][1] for i in range(n)]
+        gi = col2im(dcols, padded, out_sizes, kernel, dilation, [0] * n, stride)
+        for i in range(n):
+            if pads[i][0] or pads[i][1]:
+                gi = gi.narrow(2 + i, pads[i][0], input.shape[2 + i])
+    return gi, gw, gb
+
+
+def _bw_meta(grad, input, weight, stride, pads, dilation, groups, mask):
+    shapes = (input.shape, weight.shape, (weight.shape[0],))
+    return tuple(TensorSpec(tuple(s) if m else (0,), input.dtype, input.device)
+                 for s, m in zip(shapes, mask))
+
+
+def _bw_cpu(grad, input, weight, stride, pads, dilation, groups, mask):
+    xa, wa = input._np, weight._np
+    batch, c = xa.shape[:2]
+    cout = wa.shape[0]
+    og, kernel = cout // groups, wa.shape[2:]
+    out_sizes = list(grad.shape[2:])
+    g = grad._np.reshape(batch, groups, og, _prod(out_sizes))
+    empty = np.zeros((0,), xa.dtype)
+    gb = g.sum(axis=(0, 3)).reshape(cout) if mask[2] else empty
+    gw = empty
+    if mask[1]:
+        cols = _cols_np(xa, kernel, stride, pads, dilation, groups, out_sizes)
+        gw = np.matmul(g, cols.swapaxes(-1, -2)).sum(0).reshape(wa.shape)
+    gi = empty
+    if mask[0]:
+        dcols = np.matmul(wa.reshape(groups, og, -1).transpose(0, 2, 1), g)
+        dcols = dcols.reshape(batch, c, *kernel, *out_sizes)
+        shape = xa.shape[:2] + tuple(s + a + b for s, (a, b) in zip(xa.shape[2:], pads))
+        gp = np.zeros(shape, xa.dtype)
+        for offs in itertools.product(*(range(k) for k in kernel)):
+            dst = tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
+                        zip(offs, dilation, stride, out_sizes))
+            gp[(slice(None), slice(None), *dst)] += dcols[(slice(None), slice(None), *offs)]
+        gi = gp[(slice(None), slice(None), *(slice(a, a + s) for s, (a, _) in
+                                             zip(xa.shape[2:], pads)))]
+        gi = np.ascontiguousarray(gi)
+    return gi, gw, gb
+
+
+def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.factories import empty
+
+    with no_grad():
+        parts = _backward_ops(grad, input, weight, stride, pads, dilation, groups, mask)
+    return tuple(p.contiguous() if p is not None else
+                 empty((0,), dtype=input.dtype, device=input.device) for p in parts)
+
+
+conv_backward = defop("_conv_im2col_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,
+                      differentiable=False, extra={"method": False})
+
+
+def use_fused(x: Tensor, weight: Tensor, bias) -> bool:
+    """Whether ``convolution`` takes the fused op (float32/float64 on the CPU or CUDA, the
+    weight and bias on the input's device; other dtypes keep the composed path)."""
+    from refimpl import _dtype as D
+
+    return ((x.dtype is D.float32 or x.dtype is D.float64) and x.device.type in ("cpu", "cuda")
+            and weight.device == x.device and (bias is None or bias.device == x.device))
+
+
+__all__: list[str] = []

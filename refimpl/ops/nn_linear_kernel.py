@@ -1,0 +1,132 @@
+"""``linear`` as one op: ``_linear_fused`` (``input @ weight.T + bias`` for a 2-d input;
+autograd node ``AddmmBackward0`` as torch's) and its one-call backward
+``_linear_fused_backward``, used by ``nn_layers.linear`` for float32/float64 (a contiguous
+input of more dims is viewed as 2-d and the result viewed back, as torch does).
+
+CPU: one numpy GEMM (bias added in place); the backward's weight gradient is
+``grad.T @ input``, row-major as the weight, so ``.grad`` takes it without a copy. CUDA:
+``matmul`` (cuBLAS) and ``add`` under no_grad; no CPU fallback. Double backward runs the
+formulas in differentiable refimpl ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._state import STATE
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _meta(input, weight, bias):
+    return TensorSpec((input.shape[0], weight.shape[0]), input.dtype, input.device)
+
+
+def _cpu(input, weight, bias):
+    out = np.matmul(input._np, weight._np.T)
+    if bias is not None:
+        out += bias._np
+    return out
+
+
+def _cuda(input, weight, bias):
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        out = input.matmul(weight.t())
+        if bias is not None:
+            out = out + bias
+    return out.contiguous()
+
+
+def _backward_ops(grad, input, weight, mask):
+    """The three gradients in refimpl ops (any device, differentiable)."""
+    gi = grad.matmul(weight) if mask[0] else None
+    gw = grad.t().matmul(input) if mask[1] else None
+    gb = grad.sum(0) if mask[2] else None
+    return gi, gw, gb
+
+
+def _backward(ctx, grad):
+    input, weight, bias = ctx.args
+    needs = ctx.needs_input_grad
+    mask = (bool(needs[0]), bool(needs[1]), bias is not None and bool(needs[2]))
+    if STATE.grad_enabled:  # create_graph: differentiable formulas
+        return _backward_ops(grad, input, weight, mask)
+    gi, gw, gb = linear_backward(grad, input, weight, list(mask))
+    return (gi if mask[0] else None, gw if mask[1] else None, gb if mask[2] else None)
+
+
+def _jvp(ctx, tx, tw, tb):
+    input, weight, _ = ctx.args
+    out = None
+    if tx is not None:
+        out = tx.matmul(weight.t())
+    if tw is not None:
+        part = input.matmul(tw.t())
+        out = part if out is None else out + part
+    if tb is not None:
+        part = tb.expand(input.shape[0], weight.shape[0])
+        out = part if out is None else out + part
+    return out
+
+
+linear_fused = defop("_linear_fused", meta=_meta, cpu=_cpu, cuda=_cuda, backward=_backward,
+                     jvp=_jvp, node="AddmmBackward0", extra={"method": False})
+
+
+def _bw_meta(grad, input, weight, mask):
+    shapes = (tuple(input.shape), tuple(weight.shape), (weight.shape[0],))
+    return tuple(TensorSpec(s if m else (0,), input.dtype, input.device)
+                 for s, m in zip(shapes, mask))
+
+
+def _bw_cpu(grad, input, weight, mask):
+    g = grad._np
+    empty = np.zeros((0,), g.dtype)
+    gi = np.matmul(g, weight._np) if mask[0] else empty
+    gw = np.matmul(g.T, input._np) if mask[1] else empty
+    gb = g.sum(0) if mask[2] else empty
+    return gi, gw, np.asarray(gb, g.dtype)
+
+
+def _bw_cuda(grad, input, weight, mask):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.factories import empty
+
+    with no_grad():
+        parts = _backward_ops(grad, input, weight, mask)
+    return tuple(p.contiguous() if p is not None else
+                 empty((0,), dtype=input.dtype, device=input.device) for p in parts)
+
+
+linear_backward = defop("_linear_fused_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,
+                        differentiable=False, extra={"method": False})
+
+
+def use_fused(input: Tensor, weight: Tensor, bias) -> bool:
+    """Whether ``linear`` takes the fused op: float32/float64 tensors of one dtype on the
+    CPU or CUDA, a 2-d weight, a 1-d bias of its rows (without a bias torch's op is ``mm``
+    and the composed path keeps its node), and a 2-d input or a contiguous one of more
+    dims, with data."""
+    dt = input.dtype
+    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
+            and weight.dim() == 2 and weight.dtype is dt and weight.device == input.device
+            and (bias is None or bias.device == input.device)
+            and (input.dim() == 2 or input.dim() > 2 and input.is_contiguous())
+            and input.numel() > 0 and weight.numel() > 0
+            and bias is not None and bias.dtype is dt and bias.dim() == 1
+            and bias.shape[0] == weight.shape[0])
+
+
+def linear(input: Tensor, weight: Tensor, bias) -> Tensor:
+    """``input @ weight.T + bias`` through the fused op (``use_fused`` must hold)."""
+    if input.dim() == 2:
+        return linear_fused(input, weight, bias)
+    lead = list(input.shape[:-1])
+    out = linear_fused(input.view(-1, input.shape[-1]), weight, bias)
+    return out.view(*lead, weight.shape[0])
+
+
+__all__: list[str] = []

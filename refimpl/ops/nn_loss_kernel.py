@@ -1,0 +1,154 @@
+"""The negative log likelihood of class indices as one op: ``_nll_loss_fused`` (the loss
+and the summed weight; autograd node ``NllLossBackward0`` as torch's) and its backward
+``_nll_loss_fused_backward``, used by ``nn_loss.nll_loss`` (and so ``cross_entropy``) for
+float32/float64 inputs of shape (N, C) or (C,).
+
+CPU: numpy, one gather of the target classes, the bounds check with torch's message, one
+sum; the backward writes ``-weight * grad`` at the target classes of a zero gradient.
+CUDA: ``nn_loss``'s composed path (the comparison, gather and reduce kernels) under
+no_grad, and a ``scatter`` for the backward; no CPU fallback. Double backward uses the
+differentiable ``scatter``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._state import STATE
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _meta(input, target, weight, reduction, ignore_index):
+    shape = tuple(target.shape) if reduction == "none" else ()
+    return (TensorSpec(shape, input.dtype, input.device),
+            TensorSpec((), input.dtype, input.device))
+
+
+def _cpu(input, target, weight, reduction, ignore_index):
+    x, t = input._np, target._np
+    classes = x.shape[-1]
+    keep = t != ignore_index
+    bad = ((t < 0) | (t >= classes)) & keep
+    if bad.any():
+        raise IndexError(f"Target {int(np.atleast_1d(t)[np.atleast_1d(bad)][0])} is out of "
+                         "bounds.")
+    safe = np.where(keep, t, 0)
+    if x.ndim == 2:
+        picked = np.take_along_axis(x, safe[:, None], 1)[:, 0]
+    else:
+        picked = x[safe]
+    w = keep.astype(x.dtype)
+    if weight is not None:
+        w = w * weight._np[safe]
+    losses = -picked * w
+    total = np.asarray(w.sum(), x.dtype)
+    if reduction == "none":
+        return np.asarray(losses, x.dtype), total
+    loss = losses.sum()
+    if reduction == "mean":
+        with np.errstate(all="ignore"):
+            loss = loss / total
+    return np.asarray(loss, x.dtype), total
+
+
+def _cuda(input, target, weight, reduction, ignore_index):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.nn_loss import _check_bounds, _nll_ops
+
+    with no_grad():
+        _check_bounds(input, target, ignore_index)
+        loss, w = _nll_ops(input, target, weight, ignore_index, reduction)
+        total = w.sum()
+    return loss.contiguous(), total.contiguous()
+
+
+def _scatter_ops(grad, input, target, weight, total, reduction, ignore_index):
+    """The input gradient in refimpl ops (any device, differentiable in ``grad``)."""
+    from refimpl.ops.factories import zeros
+
+    dim = input.dim() - 1
+    keep = target != ignore_index
+    safe = target.where(keep, 0)
+    w = keep.to(input.dtype)
+    if weight is not None:
+        w = w * weight.index_select(0, safe.flatten()).reshape(safe.shape)
+    g = grad / total if reduction == "mean" else grad
+    vals = -w * g
+    if vals.shape != safe.shape:
+        vals = vals.expand(safe.shape)
+    out = zeros(*input.shape, dtype=input.dtype, device=input.device)
+    return out.scatter(dim, safe.unsqueeze(dim), vals.unsqueeze(dim))
+
+
+def _backward(ctx, grad, *_):
+    input, target, weight, reduction, ignore_index = ctx.args
+    if grad is None or not ctx.needs_input_grad[0]:
+        return (None,)
+    total = ctx.outputs[1].detach()
+    if STATE.grad_enabled:
+        return (_scatter_ops(grad, input, target, weight, total, reduction, ignore_index),)
+    return (nll_loss_backward(grad, input, target, weight, total, reduction, ignore_index),)
+
+
+def _jvp(ctx, tx, *_):
+    from refimpl.ops.nn_loss import _nll_ops
+
+    target, weight, reduction, ignore_index = ctx.args[1:]
+    return _nll_ops(tx, target, weight, ignore_index, reduction)[0], None
+
+
+nll_loss_fused = defop("_nll_loss_fused", meta=_meta, cpu=_cpu, cuda=_cuda,
+                       backward=_backward, jvp=_jvp, saves=("inputs", "outputs"),
+                       diff_outputs=(0,), node="NllLossBackward0", extra={"method": False})
+
+
+def _bw_meta(grad, input, target, weight, total, reduction, ignore_index):
+    return TensorSpec(tuple(input.shape), input.dtype, input.device)
+
+
+def _bw_cpu(grad, input, target, weight, total, reduction, ignore_index):
+    x, t = input._np, target._np
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    w = keep.astype(x.dtype)
+    if weight is not None:
+        w = w * weight._np[safe]
+    g = grad._np
+    if reduction == "mean":
+        with np.errstate(all="ignore"):
+            g = g / total._np
+    vals = np.broadcast_to(-w * g, safe.shape)
+    out = np.zeros(x.shape, x.dtype)  # (vals: 0-d for an unbatched input)
+    if x.ndim == 2:
+        out[np.arange(x.shape[0]), safe] = vals
+    else:
+        out[safe] = vals
+    return out
+
+
+def _bw_cuda(grad, input, target, weight, total, reduction, ignore_index):
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        return _scatter_ops(grad, input, target, weight, total, reduction,
+                            ignore_index).contiguous()
+
+
+nll_loss_backward = defop("_nll_loss_fused_backward", meta=_bw_meta, cpu=_bw_cpu,
+                          cuda=_bw_cuda, differentiable=False, extra={"method": False})
+
+
+def use_fused(input: Tensor, target: Tensor, weight) -> bool:
+    """Whether ``nll_loss`` takes the fused op: a float32/float64 (N, C) or (C,) input on
+    the CPU or CUDA with data, an int64 target, a weight of the input's dtype or none."""
+    dt = input.dtype
+    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
+            and input.dim() in (1, 2) and input.numel() > 0 and target.dtype is D.int64
+            and type(input) is Tensor and type(target) is Tensor
+            and target.device == input.device
+            and (weight is None or weight.dtype is dt and weight.device == input.device))
+
+
+__all__: list[str] = []

@@ -1,0 +1,208 @@
+"""Batch normalisation as one op: ``_batch_norm_fused`` (autograd node
+``NativeBatchNormBackward0`` as torch's) and its one-call backward
+``_batch_norm_fused_backward``, used by ``nn_norm.batch_norm`` for float32/float64 inputs.
+
+The op returns the normalised output, the mean and the biased variance it used (the
+batch's when training, else the running statistics given); only the output is
+differentiable. CPU: numpy, two passes over the input for the statistics and one for the
+output; the backward forms the input, weight and bias gradients from two per-channel sums.
+CUDA: the same formulas composed of refimpl's CUDA ops (the reduce and pointwise kernels)
+under no_grad; no CPU fallback. Double backward runs the formulas in differentiable
+refimpl ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl._state import STATE
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _axes(x) -> tuple:
+    return (0, *range(2, len(x.shape)))
+
+
+def _bshape(x) -> list:
+    shape = [1] * len(x.shape)
+    shape[1] = x.shape[1]
+    return shape
+
+
+def _meta(input, weight, bias, mean, var, training, eps):
+    c = (input.shape[1],)
+    return (TensorSpec(tuple(input.shape), input.dtype, input.device),
+            TensorSpec(c, input.dtype, input.device), TensorSpec(c, input.dtype, input.device))
+
+
+def _cpu(input, weight, bias, mean, var, training, eps):
+    xa = input._np
+    axes, shape = _axes(xa), _bshape(xa)
+    if training:
+        m = xa.mean(axes)
+        xc = xa - m.reshape(shape)
+        v = np.square(xc).mean(axes)
+    else:
+        m, v = mean._np, var._np
+        xc = xa - m.reshape(shape)
+    scale = 1 / np.sqrt(v + eps)
+    if weight is not None:
+        scale = scale * weight._np
+    out = xc * scale.astype(xa.dtype).reshape(shape)
+    if bias is not None:
+        out += bias._np.reshape(shape)
+    return out, np.asarray(m, xa.dtype), np.asarray(v, xa.dtype)
+
+
+def _ops(input, weight, bias, mean, var, training, eps):
+    """The forward in refimpl ops (any device, differentiable)."""
+    from refimpl.ops.reduction_stats import var_mean
+
+    shape = _bshape(input)
+    if training:
+        var, mean = var_mean(input, list(_axes(input)), correction=0)
+    out = (input - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, var
+
+
+def _cuda(input, weight, bias, mean, var, training, eps):
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        out, m, v = _ops(input, weight, bias, mean, var, training, eps)
+    return out.contiguous(), m.contiguous(), v.contiguous()
+
+
+def _backward(ctx, grad, *_):
+    input, weight, bias, mean, var, training, eps = ctx.args
+    needs = ctx.needs_input_grad
+    mask = (bool(needs[0]), weight is not None and bool(needs[1]),
+            bias is not None and bool(needs[2]))
+    if grad is None:
+        return None, None, None
+    if STATE.grad_enabled:  # create_graph: differentiable formulas
+        return _backward_ops(grad, input, weight, mean, var, training, eps, mask)
+    _, m, v = ctx.outputs
+    gi, gw, gb = batch_norm_backward(grad, input, weight, m.detach(), v.detach(), training,
+                                     eps, list(mask))
+    return (gi if mask[0] else None, gw if mask[1] else None, gb if mask[2] else None)
+
+
+def _backward_ops(grad, input, weight, mean, var, training, eps, mask):
+    """The gradients in refimpl ops; with ``training`` the statistics depend on the input."""
+    axes, shape = list(_axes(input)), _bshape(input)
+    if training:
+        from refimpl.ops.reduction_stats import var_mean
+
+        var, mean = var_mean(input, axes, correction=0)
+    invstd = (var + eps).rsqrt()
+    xhat = (input - mean.reshape(shape)) * invstd.reshape(shape)
+    gi = gw = gb = None
+    gsum = grad.sum(axes)
+    gxhat = (grad * xhat).sum(axes)
+    if mask[2]:
+        gb = gsum
+    if mask[1]:
+        gw = gxhat
+    if mask[0]:
+        scale = invstd if weight is None else invstd * weight
+        if training:
+            n = input.numel() // input.shape[1]
+            inner = grad - (gsum / n).reshape(shape) - xhat * (gxhat / n).reshape(shape)
+            gi = inner * scale.reshape(shape)
+        else:
+            gi = grad * scale.reshape(shape)
+    return gi, gw, gb
+
+
+def _jvp(ctx, tx, tw, tb, *_):
+    input, weight, training, eps = ctx.args[0], ctx.args[1], ctx.args[5], ctx.args[6]
+    _, m, v = ctx.outputs
+    axes, shape = list(_axes(input)), _bshape(input)
+    invstd = (v + eps).rsqrt().reshape(shape)
+    xhat = (input - m.reshape(shape)) * invstd
+    out = None
+    if tx is not None:
+        if training:
+            txc = tx - tx.mean(axes, keepdim=True)
+            out = (txc - xhat * (xhat * txc).mean(axes, keepdim=True)) * invstd
+        else:
+            out = tx * invstd
+        if weight is not None:
+            out = out * weight.reshape(shape)
+    if tw is not None:
+        part = xhat * tw.reshape(shape)
+        out = part if out is None else out + part
+    if tb is not None:
+        part = tb.reshape(shape).expand(input.shape)
+        out = part if out is None else out + part
+    return out, None, None
+
+
+batch_norm_fused = defop("_batch_norm_fused", meta=_meta, cpu=_cpu, cuda=_cuda,
+                         backward=_backward, jvp=_jvp, saves=("inputs", "outputs"),
+                         diff_outputs=(0,),
+                         node="NativeBatchNormBackward0", extra={"method": False})
+
+
+def _bw_meta(grad, input, weight, mean, var, training, eps, mask):
+    c = input.shape[1]
+    shapes = (tuple(input.shape), (c,), (c,))
+    return tuple(TensorSpec(s if m else (0,), input.dtype, input.device)
+                 for s, m in zip(shapes, mask))
+
+
+def _bw_cpu(grad, input, weight, mean, var, training, eps, mask):
+    xa, g = input._np, grad._np
+    axes, shape = _axes(xa), _bshape(xa)
+    invstd = (1 / np.sqrt(var._np + eps)).astype(xa.dtype)
+    xhat = (xa - mean._np.reshape(shape)) * invstd.reshape(shape)
+    gsum = g.sum(axes)
+    gxhat = (g * xhat).sum(axes)
+    empty = np.zeros((0,), xa.dtype)
+    gi = empty
+    if mask[0]:
+        scale = invstd if weight is None else invstd * weight._np
+        if training:
+            n = xa.size // xa.shape[1]
+            gi = g - (gsum / n).reshape(shape)
+            gi -= xhat * (gxhat / n).reshape(shape)
+            gi *= scale.reshape(shape)
+        else:
+            gi = g * scale.reshape(shape)
+    return (np.asarray(gi, xa.dtype), np.asarray(gxhat if mask[1] else empty, xa.dtype),
+            np.asarray(gsum if mask[2] else empty, xa.dtype))
+
+
+def _bw_cuda(grad, input, weight, mean, var, training, eps, mask):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.factories import empty
+
+    with no_grad():
+        parts = _backward_ops(grad, input, weight, mean, var, training, eps, mask)
+    return tuple(p.contiguous() if p is not None else
+                 empty((0,), dtype=input.dtype, device=input.device) for p in parts)
+
+
+batch_norm_backward = defop("_batch_norm_fused_backward", meta=_bw_meta, cpu=_bw_cpu,
+                            cuda=_bw_cuda, differentiable=False, extra={"method": False})
+
+
+def use_fused(input: Tensor, weight, bias) -> bool:
+    """Whether ``batch_norm`` takes the fused op (float32/float64 input, parameters of the
+    same dtype, on the CPU or CUDA)."""
+    from refimpl import _dtype as D
+
+    dt = input.dtype
+    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
+            and input.dim() >= 2
+            and all(t is None or t.dtype is dt and t.device == input.device
+                    for t in (weight, bias)))
+
+
+__all__: list[str] = []

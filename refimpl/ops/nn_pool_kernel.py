@@ -1,0 +1,137 @@
+"""2-d max pooling as one op: ``_max_pool2d_fused`` (values and flat input indices;
+autograd node ``MaxPool2DWithIndicesBackward0`` as torch's) and its backward
+``_max_pool2d_fused_backward``, used by ``nn_pool.max_pool2d`` for float32/float64.
+
+CPU: the padded input's windows as one strided view, one copy into (..., out, kernel)
+rows, one ``argmax`` (the first maximum wins; a window holding NaN takes its last NaN, as
+torch's kernel does); the
+indices follow from the argmax arithmetically; the backward sums the gradient into the
+input with one ``bincount``. CUDA: the composed path of ``nn_pool._max_pool_composed`` (its
+``index_select``/``max``/``gather`` kernels) and a ``scatter_add`` for the backward, under
+no_grad; no CPU fallback. Double backward uses the differentiable ``scatter_add``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._state import STATE
+from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
+
+
+def _padded_sizes(sizes, out, k, s, p, d) -> list:
+    return [max(size + 2 * pp, (o - 1) * ss + dd * (kk - 1) + 1) for size, o, kk, ss, pp, dd in
+            zip(sizes, out, k, s, p, d)]
+
+
+def _meta(input, k, s, p, d, out):
+    shape = (*input.shape[:-2], *out)
+    return (TensorSpec(shape, input.dtype, input.device),
+            TensorSpec(shape, D.int64, input.device))
+
+
+def _cpu(input, k, s, p, d, out):
+    xa = input._np
+    sizes = xa.shape[-2:]
+    lead = xa.shape[:-2]
+    padded = _padded_sizes(sizes, out, k, s, p, d)
+    if list(padded) != list(sizes):
+        xp = np.full((*lead, *padded), -np.inf, xa.dtype)
+        xp[..., p[0]:p[0] + sizes[0], p[1]:p[1] + sizes[1]] = xa
+    else:
+        xp = xa
+    st = xp.strides
+    win = np.lib.stride_tricks.as_strided(
+        xp, (*lead, *out, *k),
+        (*st[:-2], st[-2] * s[0], st[-1] * s[1], st[-2] * d[0], st[-1] * d[1]),
+        writeable=False).reshape(*lead, *out, k[0] * k[1])
+    arg = win.argmax(-1)
+    values = np.take_along_axis(win, arg[..., None], -1)[..., 0]
+    nan = np.isnan(values)
+    if nan.any():  # torch's kernel takes the last NaN of a window
+        last = win.shape[-1] - 1 - np.isnan(win[..., ::-1]).argmax(-1)
+        arg = np.where(nan, last, arg)
+    rows = np.arange(out[0]).reshape(-1, 1) * s[0] + (arg // k[1]) * d[0] - p[0]
+    cols = np.arange(out[1]) * s[1] + (arg % k[1]) * d[1] - p[1]
+    return values, (rows * sizes[1] + cols).astype(np.int64)
+
+
+def _cuda(input, k, s, p, d, out):
+    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.ops.nn_pool import _max_pool_composed
+
+    with no_grad():
+        values, idx = _max_pool_composed(input, 2, k, s, p, d, list(input.shape[-2:]), out,
+                                         True)
+    return values.contiguous(), idx.contiguous()
+
+
+def _scatter_ops(grad, idx, input):
+    """The input gradient in refimpl ops (any device, differentiable in ``grad``)."""
+    from refimpl.ops.factories import zeros
+
+    lead = list(input.shape[:-2])
+    flat = zeros(*lead, input.shape[-2] * input.shape[-1], dtype=grad.dtype,
+                 device=grad.device)
+    flat = flat.scatter_add(-1, idx.reshape(*lead, -1), grad.reshape(*lead, -1))
+    return flat.reshape(input.shape)
+
+
+def _backward(ctx, grad, *_):
+    input = ctx.args[0]
+    idx = ctx.outputs[1]
+    if grad is None or not ctx.needs_input_grad[0]:
+        return (None,)
+    if STATE.grad_enabled:
+        return (_scatter_ops(grad, idx, input),)
+    return (max_pool2d_backward(grad, input, idx),)
+
+
+def _jvp(ctx, tx, *_):
+    input, idx = ctx.args[0], ctx.outputs[1]
+    lead = list(input.shape[:-2])
+    picked = tx.reshape(*lead, -1).gather(-1, idx.reshape(*lead, -1))
+    return picked.reshape(idx.shape), None
+
+
+max_pool2d_fused = defop("_max_pool2d_fused", meta=_meta, cpu=_cpu, cuda=_cuda,
+                         backward=_backward, jvp=_jvp, saves=("inputs", "outputs"),
+                         diff_outputs=(0,), node="MaxPool2DWithIndicesBackward0",
+                         extra={"method": False})
+
+
+def _bw_meta(grad, input, idx):
+    return TensorSpec(tuple(input.shape), input.dtype, input.device)
+
+
+def _bw_cpu(grad, input, idx):
+    shape = input.shape
+    rows = int(np.prod(shape[:-2], dtype=np.int64))
+    plane = shape[-2] * shape[-1]
+    ia = idx._np.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * plane)[:, None]
+    summed = np.bincount(ia.reshape(-1), weights=grad._np.reshape(-1),
+                         minlength=rows * plane)
+    return summed.astype(input.dtype.np).reshape(shape)
+
+
+def _bw_cuda(grad, input, idx):
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():
+        return _scatter_ops(grad, idx, input).contiguous()
+
+
+max_pool2d_backward = defop("_max_pool2d_fused_backward", meta=_bw_meta, cpu=_bw_cpu,
+                            cuda=_bw_cuda, differentiable=False, extra={"method": False})
+
+
+def use_fused(input: Tensor) -> bool:
+    """Whether ``max_pool2d`` takes the fused op (float32/float64 on the CPU or CUDA)."""
+    dt = input.dtype
+    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
+            and input.numel() > 0)
+
+
+__all__: list[str] = []

@@ -1,0 +1,106 @@
+"""The per-parameter SGD and Adam/AdamW updates on the CPU as numpy arithmetic in place.
+
+torch's single-tensor (for-loop) optimizers, its default for CPU parameters, run a few
+in-place ops per parameter; here the same arithmetic, in the same order and dtype, runs
+directly on the parameters' and states' numpy views, without dispatching each op. Each
+tensor's version counter is bumped as often as those in-place ops would bump it.
+``plain(...)`` decides when this applies: every tensor a plain (or ``nn.Parameter``) dense CPU float32/float64
+tensor without math bits, and nothing that watches ops (dispatch modes, the profiler,
+forward AD) active; otherwise the optimizers run their ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+
+
+def plain(*tensors) -> bool:
+    """Whether the numpy updates may stand for the ops on these tensors."""
+    from refimpl import _dispatch
+    from refimpl._state import FW, STATE
+    from refimpl.nn.parameter import Parameter
+
+    if _dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active \
+            or STATE.grad_enabled:
+        return False
+    dtype = None
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not Tensor and type(t) is not Parameter or t.device.type != "cpu" or t._conj_bit or t._neg_bit \
+                or t.is_sparse or t.requires_grad and t.grad_fn is not None:
+            return False
+        if dtype is None:
+            dtype = t.dtype
+        if t.dtype is not dtype or not (dtype is D.float32 or dtype is D.float64):
+            return False
+    return True
+
+
+def _bump(t: Tensor, times: int = 1) -> None:
+    t._version_counter.version += times
+
+
+def sgd(p: Tensor, grad: Tensor, buf: Tensor | None, lr: float, momentum: float,
+        dampening: float, weight_decay: float, nesterov: bool, maximize: bool) -> None:
+    """One SGD update of ``p`` (``buf``, the momentum buffer, exists already when
+    ``momentum`` is not 0)."""
+    pa = p._np
+    g = grad._np
+    if maximize:
+        g = -g
+    if weight_decay != 0:
+        g = g + weight_decay * pa
+    if momentum != 0:
+        ba = buf._np
+        ba *= momentum
+        ba += (1 - dampening) * g if dampening else g
+        _bump(buf, 2)
+        g = g + momentum * ba if nesterov else ba
+    pa += -lr * g
+    _bump(p)
+
+
+def adam(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float, beta2: float,
+         eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
+         maximize: bool) -> None:
+    """One Adam (or AdamW with ``decoupled``) update of ``p`` and its state."""
+    pa = p._np
+    g = grad._np
+    if maximize:
+        g = -g
+    step_t = state["step"]
+    step_t._np[...] += 1  # (a 0-d CPU tensor, float32 as torch's)
+    _bump(step_t)
+    if weight_decay != 0:
+        if decoupled:
+            pa *= 1 - lr * weight_decay
+            _bump(p)
+        else:
+            g = g + weight_decay * pa
+    ea, eas = state["exp_avg"], state["exp_avg_sq"]
+    m, v = ea._np, eas._np
+    w = m.dtype.type(1 - beta1)
+    diff = g - m
+    if abs(w) < 0.5:
+        m += w * diff
+    else:
+        m[...] = g - diff * (1 - w)
+    _bump(ea)
+    v *= beta2
+    v += (1 - beta2) * (g * g)
+    _bump(eas, 2)
+    step = float(step_t._np)
+    step_size = lr / (1 - beta1 ** step)
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    if amsgrad:
+        mx = state["max_exp_avg_sq"]
+        np.maximum(mx._np, v, out=mx._np)
+        _bump(mx)
+        v = mx._np
+    denom = np.sqrt(v) / bias_correction2_sqrt + eps
+    pa += -step_size * (m / denom)
+    _bump(p)
