@@ -198,9 +198,7 @@ def host_allocator() -> CachingHostAllocator:
         from refimpl.cuda._lazy import _lazy_init
 
         _lazy_init()
-        from refimpl.cuda._host_register import RegisteringHostSource
-
-        _host_allocator = CachingHostAllocator(RegisteringHostSource())
+        _host_allocator = CachingHostAllocator(DriverHostSource())
     return _host_allocator
 
 
