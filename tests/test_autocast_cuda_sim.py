@@ -25,6 +25,12 @@ def cuda_lists_on_cpu(monkeypatch):
     monkeypatch.setitem(_op_lists.BANNED, "cpu", _op_lists.BANNED["cuda"])
     monkeypatch.setitem(_op_lists.DECOMPOSED, "cpu", _op_lists.DECOMPOSED["cuda"])
     monkeypatch.setattr(amp_list_ops, "_cuda_only", lambda name, input: None)
+    # native_layer_norm's statistics are float32 for half inputs on CUDA only (its
+    # accumulation type there): simulate the CUDA rule too
+    from refimpl.ops import nn_aten
+
+    monkeypatch.setattr(nn_aten, "_stat_dtype", lambda input: refimpl.float32 if input.dtype in (
+        refimpl.float16, refimpl.bfloat16) else input.dtype)
 
 
 def _cases():
