@@ -80,7 +80,7 @@ def cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     try:
         return np.linalg.cholesky(a).astype(a.dtype, copy=False), info
     except np.linalg.LinAlgError:
-        pass
+        pass  # a matrix is not positive definite: the column loop below finds where
     low = np.tril(a)
     out = np.zeros_like(a)
     with np.errstate(all="ignore"):
