@@ -63,11 +63,21 @@ if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ] \
     python3 bench/bench_multi_gpu.py --out "$OUT/multi_gpu.json" 2>&1 | tee -a "$LOG"
 fi
 if [ -n "${GPU_SUITE_OPDB:-}" ]; then
+    # GPU_SUITE_OPDB_SHARDS processes (default 1) share the walk, each on every N-th op;
     # per-op lines (with failure reasons) go to opdb_cuda.txt as the walk goes, so a walk
     # cut short by the time limit still tells what it saw
-    timeout "$GPU_SUITE_OPDB" python3 bench/opdb_report.py --device cuda -v \
-        --dtypes float32,float16,bfloat16,int64,bool --samples 10 \
-        --out "$OUT/opdb_cuda.json" > "$OUT/opdb_cuda.txt" 2>&1
+    shards="${GPU_SUITE_OPDB_SHARDS:-1}"
+    mkdir -p /tmp/opdb
+    for k in $(seq 1 "$shards"); do
+        timeout "$GPU_SUITE_OPDB" python3 bench/opdb_report.py --device cuda -v \
+            --dtypes float32,float16,bfloat16,int64,bool \
+            --samples "${GPU_SUITE_OPDB_SAMPLES:-20}" --shard "$k/$shards" \
+            --out "/tmp/opdb/shard$k.json" > "/tmp/opdb/shard$k.txt" 2>&1 &
+    done
+    wait
+    cat /tmp/opdb/shard*.txt > "$OUT/opdb_cuda.txt"
+    python3 bench/opdb_report.py --merge /tmp/opdb/shard*.json --out "$OUT/opdb_cuda.json" \
+        | grep -A4 '"agreement"' | tee -a "$LOG"
     grep -cE " (pass|FAIL) " "$OUT/opdb_cuda.txt" | sed 's/^/op_db ops walked on cuda: /' | tee -a "$LOG"
 fi
 echo "suite done" | tee -a "$LOG"

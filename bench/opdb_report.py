@@ -593,9 +593,20 @@ def main(argv=None) -> int:
     p.add_argument("--ops", default="",
                    help="comma-separated OpInfo names (shell patterns) to walk")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per sample")
+    p.add_argument("--shard", default="",
+                   help="K/N: walk only every N-th op starting at the K-th (1-based), so N "
+                        "processes can share one walk")
+    p.add_argument("--merge", nargs="+", default=[], metavar="JSON",
+                   help="combine the summaries of a sharded walk into one (--out)")
     p.add_argument("--out", default="")
     p.add_argument("-v", "--verbose", action="store_true", help="print failure reasons")
     opts = p.parse_args(argv)
+    if opts.merge:
+        return merge_shards([Path(f) for f in opts.merge], Path(opts.out) if opts.out else None)
+    try:
+        shard_k, shard_n = _parse_shard(opts.shard)
+    except ValueError as exc:
+        p.error(str(exc))
 
     import torch
 
@@ -610,7 +621,9 @@ def main(argv=None) -> int:
     wanted = {o for o in opts.ops.split(",") if o}
     started = time.time()
     ops, missing = {}, []
-    for op in op_db:
+    for index, op in enumerate(op_db):
+        if index % shard_n != shard_k - 1:
+            continue
         if wanted and not any(fnmatch.fnmatchcase(op.name, w) for w in wanted):
             continue
         if not any(getattr(torch, d) in op.supported_dtypes(opts.device) for d in dtypes):
@@ -629,15 +642,43 @@ def main(argv=None) -> int:
         if opts.verbose and not ok:
             for f in r["failures"]:
                 print(f"    {f}")
+    machine = {"python": platform.python_version(), "platform": platform.platform(),
+               "torch": torch.__version__, "refimpl": getattr(refimpl, "__version__", "")}
+    summary = summarise(ops, missing, machine=machine, device=opts.device, dtypes=dtypes,
+                        samples=opts.samples, seconds=time.time() - started)
+    if opts.shard:
+        summary["shard"] = opts.shard
+    out = Path(opts.out) if opts.out else ROOT / "bench" / "results" / opts.device / \
+        "opdb_report.json"
+    if opts.out or not (wanted or opts.shard):  # a partial walk is kept only where asked
+        _write_summary(summary, out)
+    else:
+        _print_brief(summary)
+    return 0
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` as (K, N); ``""`` is the whole walk, (1, 1)."""
+    if not text:
+        return 1, 1
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        k = n = 0
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard {text!r}: expected K/N with 1 <= K <= N")
+    return k, n
+
+
+def summarise(ops: dict, missing: list, *, machine: dict, device: str, dtypes: list,
+              samples: int, seconds: float) -> dict:
+    """The JSON summary of a walk: totals, agreement fractions, per-op results."""
     totals = {k: [sum(r[k][0] for r in ops.values()), sum(r[k][1] for r in ops.values())]
               for k in ("forward", "grad", "errors")}
     applicable = len(ops) + len(missing)
-    summary = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "torch": torch.__version__, "refimpl": getattr(refimpl, "__version__",
-                                                                   "")},
-        "device": opts.device, "dtypes": dtypes, "samples_per_dtype": opts.samples,
-        "seconds": round(time.time() - started, 1),
+    return {
+        "machine": machine, "device": device, "dtypes": dtypes, "samples_per_dtype": samples,
+        "seconds": round(seconds, 1),
         "applicable_ops": applicable, "present_ops": len(ops),
         "present_fraction": round(len(ops) / applicable, 4) if applicable else None,
         "ops_all_passing": sum(all(r[k][0] == r[k][1] for k in totals) for r in ops.values()),
@@ -647,14 +688,40 @@ def main(argv=None) -> int:
         "missing": sorted(missing),
         "ops": ops,
     }
-    out = Path(opts.out) if opts.out else ROOT / "bench" / "results" / opts.device / \
-        "opdb_report.json"
-    if opts.out or not wanted:  # a partial walk is kept only where asked
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+
+
+def merge_shards(paths: list[Path], out: Path | None) -> int:
+    """Combine the summaries of ``--shard`` walks into the summary of the whole walk."""
+    parts = []
+    for path in paths:
+        try:
+            parts.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"opdb_report: cannot read shard summary {path}: {exc}", file=sys.stderr)
+            return 2
+    ops, missing = {}, []
+    for part in parts:
+        ops.update(part["ops"])
+        missing.extend(part["missing"])
+    first = parts[0]
+    summary = summarise(ops, missing, machine=first["machine"], device=first["device"],
+                        dtypes=first["dtypes"], samples=first["samples_per_dtype"],
+                        seconds=max(part["seconds"] for part in parts))
+    summary["shards"] = len(parts)
+    _write_summary(summary, out or ROOT / "bench" / "results" / first["device"] /
+                   "opdb_report.json")
+    return 0
+
+
+def _write_summary(summary: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    _print_brief(summary)
+
+
+def _print_brief(summary: dict) -> None:
     brief = {k: v for k, v in summary.items() if k not in ("ops", "missing")}
     print(json.dumps(brief, indent=1, sort_keys=True))
-    return 0
 
 
 if __name__ == "__main__":
