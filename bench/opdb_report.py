@@ -223,6 +223,46 @@ def same(r, T) -> bool:
     return r == T
 
 
+def explain(r, T) -> str:
+    """A short account of how refimpl's ``r`` differs from torch's ``T``."""
+    import torch
+
+    import refimpl as t
+
+    if isinstance(T, (list, tuple)):
+        if not isinstance(r, (list, tuple)) or len(r) != len(T):
+            return f"got {type(r).__name__}, torch gives {type(T).__name__} of {len(T)}"
+        return "; ".join(f"[{i}] {explain(a, b)}" for i, (a, b) in enumerate(zip(r, T))
+                         if not same(a, b))
+    if not isinstance(T, torch.Tensor):
+        return f"got {r!r:.40}, torch gives {T!r:.40}"
+    if not isinstance(r, t.Tensor):
+        return f"got {type(r).__name__}, torch gives a tensor"
+    if tuple(r.shape) != tuple(T.shape) or str(r.dtype) != str(T.dtype):
+        return f"got {tuple(r.shape)} {r.dtype}, torch gives {tuple(T.shape)} {T.dtype}"
+    a = np.asarray(r.detach().cpu().resolve_conj().resolve_neg().to(
+        t.float64 if not r.dtype.is_complex else t.complex128)._np, dtype=np.complex128)
+    b = T.detach().cpu().resolve_conj().resolve_neg().numpy(force=True).astype(np.complex128)
+    bad = ~np.isclose(a, b, equal_nan=True) if a.size else np.zeros(0, bool)
+    if not bad.any():
+        return "values within float error of torch's, outside the dtype's tolerance"
+    err = np.abs(a - b)[bad]
+    return (f"{int(bad.sum())} of {a.size} values differ, max abs error "
+            f"{float(np.nanmax(err)) if np.isfinite(err).any() else float('nan'):.3g}")
+
+
+def describe_args(args, kwargs) -> str:
+    """The shapes and plain values of a sample's arguments, briefly."""
+    def one(x):
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return "T" + str(list(x.shape)).replace(" ", "")
+        if isinstance(x, (list, tuple)):
+            return "(" + ",".join(one(e) for e in x[:4]) + (",..." if len(x) > 4 else "") + ")"
+        return repr(x)[:20]
+    parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)[:160]
+
+
 def _flat_tensors(x) -> list:
     if isinstance(x, (list, tuple)):
         return [v for e in x for v in _flat_tensors(e)]
@@ -380,7 +420,7 @@ def same_up_to_ties(name: str, args: list, kwargs: dict, r, T) -> bool:
         got, want = r[1], T[1]
     if not same_layout_shape(got, want):
         return False
-    got = torch.from_numpy(np.array(got.detach().cpu()._np))
+    got = torch.from_numpy(np.array(got.detach().cpu()._np)).to(want.device)
     if x.dim() == 0:
         return torch.equal(got, want)
     if not keep:
@@ -467,7 +507,7 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
         except Exception as e:  # noqa: BLE001 - a refimpl failure is a result
             ok, why = False, f"{type(e).__name__}: {str(e)[:120]}"
         else:
-            why = "mismatch"
+            ok, why = ok if isinstance(ok, tuple) else (ok, "mismatch")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         res[kind][1] += 1
@@ -498,7 +538,8 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
 
             post = _processed(s)
 
-            def forward(args=args, kwargs=kwargs, expected=expected, post=post):
+            def forward(args=args, kwargs=kwargs, expected=expected, post=post,
+                        dname=dname):
                 rargs, rkwargs = to_refimpl((args, kwargs), device)
                 got = fn(*rargs, **rkwargs)
                 if op.name in _UNINITIALISED:
@@ -507,7 +548,11 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
                     return same_layout(got, expected) and _RANDOM_CHECKS[op.name](got, rargs)
                 if op.name in _TIES and not kwargs.get("stable"):
                     return same_up_to_ties(op.name, args, kwargs, got, expected)
-                return same(post(got), post(expected))
+                got, expected = post(got), post(expected)
+                if same(got, expected):
+                    return True
+                return False, (f"mismatch, {dname} {describe_args(args, kwargs)}: "
+                               f"{explain(got, expected)}")
             guarded("forward", forward)
         if dname != "float64" or not op.supports_autograd:
             continue
@@ -558,14 +603,16 @@ def run_op(op, fn, dtypes, device: str, limit: int, timeout: float) -> dict:
             if frozen and isinstance(frozen[0], Exception):
                 raise frozen[0]
             rargs, rkwargs = frozen[0] if frozen else to_refimpl((args, kwargs), device)
+            want = f"torch: {ei.error_type.__name__} /{ei.error_regex[:60]}/"
             try:
                 fn(*rargs, **rkwargs)
             except Exception as e:  # noqa: BLE001 - the exception is the result
                 kind = type(e).__name__.lstrip("_")
-                want = ei.error_type.__name__
-                return (isinstance(e, ei.error_type) or kind == want) and bool(
-                    re.search(ei.error_regex, str(e)))
-            return False
+                if (isinstance(e, ei.error_type) or kind == ei.error_type.__name__) and \
+                        re.search(ei.error_regex, str(e)):
+                    return True
+                return False, f"raised {kind}: {str(e)[:90]} ({want})"
+            return False, f"no error raised ({want}) for {describe_args(args, kwargs)}"
         guarded("errors", error)
     return res
 
