@@ -50,6 +50,18 @@ def _alarm(_signum, _frame):
     raise _Timeout
 
 
+def resolve_jiterator(op):
+    """refimpl's jiterator function made from the same code string as torch's OpInfo
+    (the ``jiterator_*`` ops are functions a user compiles, not named ops)."""
+    from refimpl.cuda import jiterator
+
+    jitted = op.op
+    if jitted.return_by_ref:
+        return jiterator._create_multi_output_jit_fn(jitted.code_string, jitted.num_outputs,
+                                                     **jitted.kwargs_dict)
+    return jiterator._create_jit_fn(jitted.code_string, **jitted.kwargs_dict)
+
+
 def resolve(name: str, variant: str = ""):
     """refimpl's callable for an OpInfo name, or None when refimpl lacks it.
 
@@ -676,7 +688,8 @@ def main(argv=None) -> int:
         if not any(getattr(torch, d) in op.supported_dtypes(opts.device) for d in dtypes):
             continue
         key = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-        fn = resolve(op.name, op.variant_test_name)
+        fn = resolve_jiterator(op) if op.name.startswith("jiterator_") else resolve(
+            op.name, op.variant_test_name)
         if fn is None:
             missing.append(key)
             print(f"{key:48s} missing")

@@ -7,6 +7,12 @@ their common dtype), the function's remaining parameters are the keyword argumen
 given at creation (defaults that a call may override). The function is compiled with
 NVRTC into refimpl's elementwise kernel generator (``refimpl/cuda/_pointwise.py``), so
 it gets the same layouts, broadcasting and launch plans as refimpl's own ops.
+
+``_create_multi_output_jit_fn(code, num_outputs)`` takes a ``void`` function that writes
+its results through trailing reference parameters (``T& out0, T& out1``). Each output is
+computed by its own kernel, which calls the function and keeps one of the results: the
+function is elementwise and pure, so every kernel sees the same values, and the outputs
+are what one kernel writing them all would give.
 """
 
 from __future__ import annotations
@@ -17,25 +23,31 @@ from typing import Any
 
 __all__ = ["_create_jit_fn", "_create_multi_output_jit_fn"]
 
-_NAME = re.compile(r"(\w+)\s*\(")
+# a templated function definition: "template <...> ReturnType name(" ...
+_DEFINITION = re.compile(r"template\s*<[^>]*>\s*[\w:]+\s+(\w+)\s*\(", re.DOTALL)
 _MAX_INPUTS = 8
 
 
 def _function_name(code: str) -> str:
-    """The name of the (single) function ``code`` defines, after any template header."""
-    body = re.sub(r"^\s*template\s*<[^>]*>", "", code.strip())
-    m = _NAME.search(body)
-    if m is None:
-        raise ValueError(f"jiterator: no function definition found in {code!r}")
-    return m.group(1)
+    """The name of the entry function: the last templated function ``code`` defines
+    (earlier ones are helpers it may call)."""
+    names = _DEFINITION.findall(code)
+    if not names or "{" not in code:
+        raise Exception(  # noqa: TRY002 - torch raises a plain Exception here
+            f"Couldn't parse code, please check correctness:\n {code}")
+    return names[-1]
 
 
 class _JittedFunction:
     """A compiled-on-first-use elementwise function (see the module docstring)."""
 
-    def __init__(self, code_string: str, num_outputs: int, **kwargs: Any) -> None:
+    def __init__(self, code_string: str, return_by_ref: bool, num_outputs: int,
+                 **kwargs: Any) -> None:
+        if not (return_by_ref or num_outputs == 1):
+            raise AssertionError("Return by value only works for single output.")
         self.code_string = code_string
         self.kernel_name = _function_name(code_string)
+        self.return_by_ref = return_by_ref
         self.num_outputs = num_outputs
         self.kwargs_dict = dict(kwargs)
         self._kernels: dict = {}
@@ -63,23 +75,43 @@ class _JittedFunction:
         for x in tensors[1:]:
             dtype = D.promote_types(dtype, x.dtype)
         names = tuple(values)
-        key = (len(tensors), names)
+        params = [(values[n], dtype) for n in names]
+        outs = tuple(self._kernel(len(tensors), names, k)(list(tensors), dtype, compute=dtype,
+                                                          params=params)
+                     for k in range(self.num_outputs))
+        return outs[0] if self.num_outputs == 1 else outs
+
+    def _kernel(self, n_inputs: int, names: tuple, output: int):
+        """The elementwise kernel computing output ``output`` for these operands."""
+        from refimpl.cuda import _pointwise
+
+        key = (n_inputs, names, output)
         kernel = self._kernels.get(key)
         if kernel is None:
-            operands = ", ".join([*"abcd"[:len(tensors)], *names])
+            operands = ", ".join([*"abcdefgh"[:n_inputs], *names])
+            prelude = self.code_string + "\n"
+            call = self.kernel_name
+            if self.return_by_ref:  # a wrapper keeping the output-th reference result
+                call = f"jiterator_pick{output}_{self.kernel_name}"
+                refs = ", ".join(f"out[{i}]" for i in range(self.num_outputs))
+                prelude += (
+                    f"template <typename T, typename... A> T {call}(T first, A... rest) {{\n"
+                    f"    T out[{self.num_outputs}];\n"
+                    f"    {self.kernel_name}(first, rest..., {refs});\n"
+                    f"    return out[{output}];\n}}\n")
             kernel = self._kernels[key] = _pointwise.Elementwise(
-                f"{self.kernel_name}({operands})", f"jiterator_{self.kernel_name}", names,
-                prelude=self.code_string + "\n")
-        return kernel(list(tensors), dtype, compute=dtype,
-                      params=[(values[n], dtype) for n in names])
+                f"{call}({operands})", f"jiterator_{self.kernel_name}_{output}", names,
+                prelude=prelude)
+        return kernel
 
 
 def _create_jit_fn(code_string: str, **kwargs: Any) -> Callable:
     """A callable running ``code_string``'s function elementwise over CUDA tensors."""
-    return _JittedFunction(code_string, 1, **kwargs)
+    return _JittedFunction(code_string, False, 1, **kwargs)
 
 
 def _create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: Any) -> Callable:
-    """torch's multi-output form (the function returns through reference arguments)."""
-    raise NotImplementedError(
-        "refimpl's jiterator has no multi-output kernels yet (_create_multi_output_jit_fn)")
+    """A callable running ``code_string``'s ``void`` function elementwise, its results
+    written through ``num_outputs`` trailing reference parameters: one tensor when
+    ``num_outputs`` is 1, else a tuple."""
+    return _JittedFunction(code_string, True, num_outputs, **kwargs)
