@@ -29,7 +29,7 @@ MODULES = [
 ]
 # issue #10's shape, reduction and random ops
 MODULES += ["view_copies", "shape_extra", "reduction_extra", "reduction_extra_stats",
-            "random_extra"]
+            "random_extra", "segment_reduce"]
 
 loaded: list = []
 
