@@ -83,6 +83,8 @@ def linspace(start, end, steps: int, dtype: D.dtype, dev: device, base=None) -> 
     out = _out(steps, dtype, dev)
     if dtype.category < 2:  # the ends are converted to the integer dtype first
         start, end = int(start), int(end)
+    if steps == 1:  # the one value is ``start`` (the kernel's second half counts from end)
+        end = start
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     kind = 1 if base is None else 2
     return _launch(out, "range_kernel", _RANGE,

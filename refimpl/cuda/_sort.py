@@ -124,6 +124,13 @@ extern "C" __global__ void histogram(const T* v, long long n, double lo, double 
     if (x >= lo && x <= hi) { long long b = (long long)((x - lo) * bins / (hi - lo));
       if (b > bins - 1) b = bins - 1;
       atomicAdd(counts + b, 1ull); } } }
+/* integer inputs bin in integer arithmetic, with integer bounds */
+extern "C" __global__ void histogram_int(const T* v, long long n, long long lo, long long hi,
+                                         long long bins, unsigned long long* counts) {
+  GRID_LOOP(i, n) { long long x = (long long)v[i];
+    if (x >= lo && x <= hi) { long long b = (x - lo) * bins / (hi - lo);
+      if (b > bins - 1) b = bins - 1;
+      atomicAdd(counts + b, 1ull); } } }
 """
 
 
@@ -307,6 +314,10 @@ def histc(x: Tensor, bins: int, lo: float, hi: float) -> Tensor:
     n = flat.numel()
     if n:
         dev = device_index(x)
-        _call(x.dtype, "histogram", dev, n, [_u(flat), _ll(n), ctypes.c_double(lo),
-                                             ctypes.c_double(hi), _ll(bins), _u(counts)])
+        if x.dtype.is_floating_point:
+            _call(x.dtype, "histogram", dev, n, [_u(flat), _ll(n), ctypes.c_double(lo),
+                                                 ctypes.c_double(hi), _ll(bins), _u(counts)])
+        else:
+            _call(x.dtype, "histogram_int", dev, n, [_u(flat), _ll(n), _ll(int(lo)),
+                                                     _ll(int(hi)), _ll(bins), _u(counts)])
     return contiguous(counts, x.dtype)

@@ -225,10 +225,13 @@ class Unary:
     """
 
     def __init__(self, fn, *, result: str = "same", allow=ALL, kernel: str = "",
-                 check=None, cuda=None, cuda_complex: bool = False, name: str = "") -> None:
+                 check=None, cuda=None, cuda_complex: bool = False, name: str = "",
+                 cuda_allow=None) -> None:
         self.fn, self.result, self.allow, self.kernel, self.check = (
             fn, result, allow, kernel, check)
         self.cuda_spec, self.cuda_complex, self.name = cuda, cuda_complex, name
+        # the dtypes the CUDA kernel has, where torch's differ from the CPU kernel's
+        self.cuda_allow = allow if cuda_allow is None else cuda_allow
 
     def prepare(self, x, args: tuple, kwargs: dict) -> tuple:
         """Run the checks; return (compute dtype, output dtype)."""
@@ -266,7 +269,7 @@ class Unary:
     def cuda_into(self, into, x, *args, **kwargs):
         """The CUDA kernel writing into ``into`` (a fitting CUDA tensor) or a fresh tensor."""
         dtype, out = self.prepare(x, args, kwargs)
-        if dtype not in self.allow:
+        if dtype not in self.cuda_allow:
             raise not_implemented_cuda(self.kernel or self.name, dtype)
         if dtype.category == 3 and not self.cuda_complex:
             raise no_cuda_complex(self.name, dtype)

@@ -244,8 +244,9 @@ negative = alias(neg, "negative")
 neg_ = inplace(_neg)
 negative_ = alias(neg_, "negative_")
 
+# torch's CPU kernel has no bool abs; its CUDA kernel has (the identity)
 _abs_impl = Unary(np.abs, result="real", allow=NUMERIC, kernel="abs_cpu", cuda="r_abs(a)",
-                  cuda_complex=True, name="abs")
+                  cuda_complex=True, name="abs", cuda_allow=NUMERIC | {D.bool_})
 
 
 def _abs_backward(ctx, grad):

@@ -574,8 +574,7 @@ def _eye_mask(x: Tensor) -> Tensor:
 
 
 def _trace_cuda(input) -> Tensor:
-    _trace_dtype(input)
-    _no_bool("trace", input)
+    _trace_dtype(input)  # torch's CUDA trace takes bool too (summed as int64)
     # the diagonal as a strided view, summed by the reduction kernels (int -> int64 as sum)
     return input.diagonal().sum()
 

@@ -53,11 +53,16 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
                       running_mean: Tensor | None, running_var: Tensor | None, training: bool,
                       momentum: float, eps: float) -> tuple:
     """``(output, save_mean, save_invstd)`` of batch normalisation; in training the running
-    statistics are updated in place and the batch's statistics are returned, in
-    evaluation the saved statistics are empty."""
+    statistics are updated in place and the batch's statistics are returned; in
+    evaluation the CPU saves none (empty tensors) and CUDA saves the running mean and the
+    inverse standard deviation of the running variance, as torch's CUDA kernel does."""
     out = _functional().batch_norm(input, running_mean, running_var, weight, bias, training,
                                    momentum, eps)
-    if not training:  # unused statistics: none on the CPU, uninitialised ones on CUDA
+    if not training:
+        if input.is_cuda and running_mean is not None and running_var is not None:
+            mean = running_mean.detach().to(_stat_dtype(input), copy=True)
+            invstd = (_opmath(running_var.detach()) + eps).rsqrt().to(_stat_dtype(input))
+            return out, mean, invstd
         return out, _empty_stat(input), _empty_stat(input)
     mean, invstd = _batch_stats(input, eps)
     return out, mean, invstd

@@ -88,9 +88,34 @@ def _unique_cuda(consecutive: bool):
         if input.dtype.is_complex:
             raise not_implemented("unique", input)
         if dim is not None:
-            raise NotImplementedError("refimpl has no CUDA kernel for unique along a dim")
+            if not consecutive:
+                raise NotImplementedError(
+                    "refimpl has no CUDA kernel for sorted unique along a dim")
+            return _unique_consecutive_dim_cuda(input, wrap_dim(dim, input.dim()))
         return _cuda_sort().unique(input, consecutive)
     return kernel
+
+
+def _unique_consecutive_dim_cuda(input: Tensor, d: int) -> tuple:
+    """Runs of equal consecutive slices along ``d``, in refimpl's CUDA ops: a slice starts
+    a run where it differs from the one before (NaNs differ); the inverse is the running
+    count of starts; one synchronization for the number of runs, as in torch."""
+    import refimpl as t
+    from refimpl.autograd.grad_mode import no_grad
+
+    n = input.shape[d]
+    with no_grad():
+        if n == 0:
+            empty = t.zeros(0, dtype=D.int64, device=input.device)
+            return input.clone(), empty, empty.clone()
+        keys = input.movedim(d, 0).reshape(n, -1)
+        differs = (keys[1:] != keys[:-1]).any(1)
+        first = t.ones(1, dtype=D.bool_, device=input.device)
+        starts = t.cat([first, differs])
+        inverse = starts.long().cumsum(0) - 1
+        index = starts.nonzero().reshape(-1)
+        ends = t.cat([index[1:], t.full((1,), n, dtype=D.int64, device=input.device)])
+        return input.index_select(d, index).contiguous(), inverse, ends - index
 
 
 def _no_derivative(name: str):
@@ -234,7 +259,9 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
 
 
 def _histc_check(input, bins, min, max, device: str) -> None:
-    if not input.dtype.is_floating_point:
+    # the CPU kernel takes floating types; the CUDA one every real type but bool
+    if not input.dtype.is_floating_point and (device == "cpu" or input.dtype is D.bool_
+                                              or input.dtype.is_complex):
         raise not_implemented(f"histogram_{device}", input)
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
@@ -258,6 +285,8 @@ def _histc_cpu(input, bins=100, min=0, max=0) -> np.ndarray:
 def _histc_cuda(input, bins=100, min=0, max=0) -> Tensor:
     _histc_check(input, bins, min, max, "cuda")
     lo, hi = float(min), float(max)
+    if not input.dtype.is_floating_point:  # integer inputs take integer bounds
+        lo, hi = float(int(lo)), float(int(hi))
     if lo == hi and input.numel():
         # the data's range: two reductions and a synchronization, as in torch
         lo, hi = float(input.min().item()), float(input.max().item())
