@@ -124,24 +124,29 @@ def to_refimpl(x, device: str, storages: dict | None = None):
         return t.empty(tuple(x.shape), dtype=getattr(t, str(x.dtype).removeprefix("torch.")),
                        device="meta")
     if isinstance(x, torch.Tensor):
+        device = "cpu" if x.device.type == "cpu" else device  # a CPU tensor stays there
         arr = x.detach().cpu().resolve_conj().resolve_neg()
+        # the layout (storage size, offset, strides) is read from the tensor itself: a CUDA
+        # tensor's host copy holds only its own elements (a lazily conjugated or negated
+        # tensor is read through its resolved copy)
+        lay = arr if x.is_conj() or x.is_neg() else x.detach()
         # keyed by the torch tensor's own storage: a CUDA tensor's host copy is a temporary
         # whose address a later copy may reuse
         key = (x.device, x.untyped_storage().data_ptr(), x.dtype) if arr.numel() else None
-        whole = arr.untyped_storage().nbytes() == arr.numel() * arr.element_size()
+        whole = lay.untyped_storage().nbytes() == lay.numel() * lay.element_size()
         if arr.dim() > 64:  # more dims than numpy holds: refimpl's view of the flat data
             r = _plain(arr.contiguous().reshape(-1), device).as_strided(
                 tuple(arr.shape), arr.contiguous().stride(), 0)
-        elif key is None or key not in storages and arr.is_contiguous() and whole and \
-                not arr.storage_offset():
+        elif key is None or key not in storages and lay.is_contiguous() and whole and \
+                not lay.storage_offset():
             r = _plain(arr, device)
             if key is not None:
                 storages[key] = r.detach()  # later tensors of this storage view it
         else:
             if key not in storages:
-                n = arr.untyped_storage().nbytes() // arr.element_size()
-                storages[key] = _plain(arr.as_strided((n,), (1,), 0), device)
-            r = storages[key].as_strided(tuple(arr.shape), arr.stride(), arr.storage_offset())
+                n = lay.untyped_storage().nbytes() // lay.element_size()
+                storages[key] = _plain(lay.as_strided((n,), (1,), 0).cpu(), device)
+            r = storages[key].as_strided(tuple(lay.shape), lay.stride(), lay.storage_offset())
         if x.requires_grad:
             r.requires_grad_(True)
             if not x.is_leaf:  # an intermediate (a clone an in-place op writes): one here too
@@ -254,7 +259,9 @@ def explain(r, T) -> str:
         return f"got {tuple(r.shape)} {r.dtype}, torch gives {tuple(T.shape)} {T.dtype}"
     a = np.asarray(r.detach().cpu().resolve_conj().resolve_neg().to(
         t.float64 if not r.dtype.is_complex else t.complex128)._np, dtype=np.complex128)
-    b = T.detach().cpu().resolve_conj().resolve_neg().numpy(force=True).astype(np.complex128)
+    b = T.detach().cpu().resolve_conj().resolve_neg()
+    b = (b.double() if b.dtype in (torch.float16, torch.bfloat16) else b).numpy(
+        force=True).astype(np.complex128)
     bad = ~np.isclose(a, b, equal_nan=True) if a.size else np.zeros(0, bool)
     if not bad.any():
         return "values within float error of torch's, outside the dtype's tolerance"

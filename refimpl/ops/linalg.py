@@ -478,19 +478,13 @@ baddbmm = defop("baddbmm", meta=_baddbmm_meta, cpu=_baddbmm_cpu, cuda=_baddbmm_c
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (composite: bmm, sum, add)."""
     _check_bmm(batch1, batch2)
-    if batch1.is_cuda:
-        # sum_b batch1[b] @ batch2[b] is one GEMM over k' = (b, k): [b1_0 .. b1_B] @ [b2_0; ..]
-        nb, n, k = batch1._shape
-        _expand_check(input, (n, batch2._shape[2]))
-        left = batch1.permute(1, 0, 2).reshape(n, nb * k)
-        return addmm(input, left, batch2.reshape(nb * k, batch2._shape[2]), beta=beta,
-                     alpha=alpha)
     shape = (batch1._shape[1], batch2._shape[2])
     _expand_check(input, shape)
     if batch1._shape[0] == 0:
         acc = input.expand(shape)
         return acc * 0 if beta == 0 else (acc.clone() if beta == 1 else acc * beta)
-    # torch accumulates one addmm per batch (beta on the first only): the same roundings
+    # torch accumulates one addmm per batch (beta on the first only), on every device: the
+    # same roundings
     acc = input
     for b in range(batch1._shape[0]):
         acc = addmm(acc, batch1[b], batch2[b], beta=beta if b == 0 else 1, alpha=alpha)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 
+from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
 from refimpl.ops.nn_conv_kernel import conv_im2col, use_fused
@@ -125,6 +126,14 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padd
     _check(x, weight, bias, stride, pads, dilation, groups, n)
     if use_fused(x, weight, bias):
         out = conv_im2col(x, weight, bias, stride, pads, dilation, groups)
+        return out if batched else out.squeeze(0)
+    if x.is_cuda and x.dtype in (D.float16, D.bfloat16) and groups > 1 and \
+            weight.shape[1] == 1:
+        # torch's depthwise kernel accumulates in float32, bias included, and rounds once
+        out = _im2col_matmul(x.float(), weight.float(), stride, pads, dilation, groups, n)
+        if bias is not None:
+            out = out + bias.float().reshape(-1, *([1] * n))
+        out = out.to(x.dtype)
         return out if batched else out.squeeze(0)
     out = _im2col_matmul(x, weight, stride, pads, dilation, groups, n)
     if bias is not None:
@@ -251,8 +260,13 @@ def conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_
     cols_per = cout_g * _prod(kernel)
     w = weight.reshape(groups, cin // groups, cols_per).transpose(-1, -2)
     xg = x.reshape(batch, groups, cin // groups, _prod(spatial))
+    reduced = x.is_cuda and x.dtype in (D.float16, D.bfloat16)
+    if reduced:  # as cuDNN: accumulated in float32, rounded once (then the bias is added)
+        w, xg = w.float(), xg.float()
     cols = w.matmul(xg).reshape(batch, groups * cols_per, _prod(spatial))
     out = col2im(cols, out_sizes, spatial, kernel, dilation, pads, stride)
+    if reduced:
+        out = out.to(x.dtype)
     if bias is not None:
         out = out + bias.reshape(-1, *([1] * n))
     return out if batched else out.squeeze(0)

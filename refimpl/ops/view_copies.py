@@ -137,6 +137,8 @@ def _narrow_bounds(self: Tensor, dim: int, start, length: int) -> tuple:
     if self.dim() == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     start, length = S._index(start), S._index(length)
+    if self.is_cuda:  # torch's CUDA narrow_copy is narrow(...).clone(): narrow's checks
+        self.narrow(dim, start, length)
     if dim >= self.dim():
         raise RuntimeError("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, "
                            "but got false.  (Could this error message be improved?  If so, "
