@@ -681,6 +681,11 @@ def main(argv=None) -> int:
 
     import refimpl
 
+    # torch's convolutions on CUDA default to TF32 (cudnn.allow_tf32), a precision mode
+    # whose rounding is cuDNN's own; refimpl's convolutions compute in float32, so the walk
+    # compares against torch's float32 convolutions
+    torch._C._set_cudnn_allow_tf32(False)  # torch's test utilities freeze the flag itself
+    refimpl.backends.cudnn.allow_tf32 = False
     signal.signal(signal.SIGALRM, _alarm)
     warnings.simplefilter("ignore")
     dtypes = [d for d in opts.dtypes.split(",") if d]
@@ -713,6 +718,7 @@ def main(argv=None) -> int:
                "torch": torch.__version__, "refimpl": getattr(refimpl, "__version__", "")}
     summary = summarise(ops, missing, machine=machine, device=opts.device, dtypes=dtypes,
                         samples=opts.samples, seconds=time.time() - started)
+    summary["cudnn_allow_tf32"] = False
     if opts.shard:
         summary["shard"] = opts.shard
     out = Path(opts.out) if opts.out else ROOT / "bench" / "results" / opts.device / \
@@ -775,6 +781,7 @@ def merge_shards(paths: list[Path], out: Path | None) -> int:
                         dtypes=first["dtypes"], samples=first["samples_per_dtype"],
                         seconds=max(part["seconds"] for part in parts))
     summary["shards"] = len(parts)
+    summary["cudnn_allow_tf32"] = first.get("cudnn_allow_tf32")
     _write_summary(summary, out or ROOT / "bench" / "results" / first["device"] /
                    "opdb_report.json")
     return 0

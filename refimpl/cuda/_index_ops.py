@@ -261,7 +261,16 @@ def index(self: Tensor, indices) -> Tensor:
 
 def index_put(self: Tensor, indices, values: Tensor, accumulate: bool, check) -> Tensor:
     """A copy of ``self`` with ``values`` (broadcast) written, or summed when
-    ``accumulate``, at ``indices``; ``check(shape)`` validates the indexed shape."""
+    ``accumulate``, at ``indices``; ``check(shape)`` validates the indexed shape.
+
+    float16/bfloat16 sums accumulate in float32 and round once per element, as torch's
+    CUDA kernel does (it sorts by index and sums each index's values in float32)."""
+    if accumulate and self.dtype in (D.float16, D.bfloat16):
+        from refimpl.autograd.grad_mode import no_grad
+
+        with no_grad():
+            wide = index_put(self.float(), indices, values.float(), True, check)
+            return wide.to(self.dtype)
     out = clone(self)
     idx = _index_tensors(self, indices)
     if all(i is None for i in idx):

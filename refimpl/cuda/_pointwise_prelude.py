@@ -202,8 +202,8 @@ template<class T> DI T r_div_floor_f(T a, T b) {
   return f; }
 DI float r_div_floor(float a, float b) { return r_div_floor_f(a, b); }
 DI double r_div_floor(double a, double b) { return r_div_floor_f(a, b); }
+/* integers: b == 0 gives what the GPU's integer remainder gives, as in torch's kernel */
 template<class T> DI T r_remainder(T a, T b) {
-  if (b == 0) return a % (b + (b == 0));
   T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 template<class T> DI T r_remainder_f(T a, T b) {
   T r = fmod(a, b); if (r != 0 && ((b < 0) != (r < 0))) r += b; return r; }

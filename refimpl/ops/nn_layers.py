@@ -53,8 +53,10 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
     if input2.shape[-1] != weight.shape[2]:
         raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
                            f"{input2.shape[-1]} but expected {weight.shape[2]}")
-    left = input1.unsqueeze(-2).unsqueeze(-2).matmul(weight).squeeze(-2)  # (..., out, in2)
-    out = (left * input2.unsqueeze(-2)).sum(-1)
+    # torch's decomposition (its _trilinear): the outer product of the inputs in their dtype
+    # (float16 rounds it), then one matrix product against the flattened weight
+    outer = input1.unsqueeze(-1) * input2.unsqueeze(-2)  # (..., in1, in2)
+    out = outer.flatten(-2).matmul(weight.flatten(1).t())
     return out if bias is None else out + bias
 
 

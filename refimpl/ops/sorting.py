@@ -289,7 +289,7 @@ def _median_dim_cuda(name: str, ignore_nan: bool):
         axes = reduce_dims(input, dim)
         _median_check(name, input)
         check_nonempty("median", input, axes, False)
-        if input.dim() > 25:  # torch's CUDA kernel indexes through a 25-dimension TensorInfo
+        if input.dim() >= 25:  # torch raises from 25 dimensions on (its TensorInfo limit)
             raise RuntimeError("CUDA Tensors cannot have more than 25 dimensions")
         d = axes[0] if axes else 0
         return _cuda_sort().select(input, d, keepdim, how=2 if ignore_nan else 1)
