@@ -320,15 +320,26 @@ class Binary:
     the keyword arguments). Either operand may be a Python scalar. ``cuda`` is the
     CUDA expression over ``a`` and ``b`` (a string, or ``f(dtype, a, b, **kwargs) ->
     (expr, params)``), ``cuda_complex`` says it holds for complex dtypes too.
+    ``round_scalars``: a Python scalar operand is first converted to a float16/bfloat16
+    common dtype (torch's add and sub kernels read it so), not used at full precision.
     """
 
     def __init__(self, fn, *, result: str = "promote", allow=ALL, kernel="",
                  pre=None, post=None, complex32: bool = False, name: str = "",
-                 cuda=None, cuda_complex: bool = False, first=None) -> None:
+                 cuda=None, cuda_complex: bool = False, first=None,
+                 round_scalars: bool = False) -> None:
         self.fn, self.result, self.allow, self.kernel = fn, result, allow, kernel
         self.pre, self.post, self.complex32, self.name = pre, post, complex32, name
         self.cuda_spec, self.cuda_complex = cuda, cuda_complex
         self.first = first
+        self.round_scalars = round_scalars
+
+    def _scalars_in(self, dtype: D.dtype, a, b) -> tuple:
+        """The operands, Python scalars rounded to ``dtype`` where ``round_scalars``."""
+        if not (self.round_scalars and dtype in REDUCED):
+            return a, b
+        return tuple(x if isinstance(x, (Tensor, bool, complex)) else
+                     float(np.asarray(x, dtype=np.float64).astype(dtype.np)) for x in (a, b))
 
     def prepare(self, a, b, kwargs) -> tuple:
         """Run the checks; return (shape, compute dtype, output dtype)."""
@@ -371,6 +382,7 @@ class Binary:
         shape, dtype, out = self.prepare(a, b, kwargs)
         self.check_kernel(dtype, kwargs)
         cdt = compute_dtype(dtype)
+        a, b = self._scalars_in(dtype, a, b)
         with quiet():
             r = self.fn(operand(a, dtype, cdt), operand(b, dtype, cdt), **kwargs)
         return finish(r, out, shape)
@@ -400,6 +412,8 @@ class Binary:
             raise not_implemented_cuda(kernel or self.name, dtype)
         if dtype.category == 3 and not self.cuda_complex:
             raise no_cuda_complex(self.name, dtype)
+        if self.round_scalars and dtype in REDUCED:
+            a, b = self._scalars_in(dtype, a, b)
         spec = self.cuda_spec
         if type(spec) is str:
             return run_cuda(spec, (a, b), out, dtype, None, shape, into, self.name)

@@ -78,7 +78,8 @@ def _alpha_cuda(op: str):
 
 
 _add_impl = Binary(lambda x, y, alpha=1: np.add(x, _scaled(y, alpha)), post=_alpha_check,
-                   complex32=True, name="add", cuda=_alpha_cuda("+"), cuda_complex=True)
+                   complex32=True, name="add", cuda=_alpha_cuda("+"), cuda_complex=True,
+                   round_scalars=True)
 
 
 def _add_cpu(a, b, *, alpha=1):
@@ -122,7 +123,7 @@ def _sub_check(a, b, **_) -> None:
 
 _sub_impl = Binary(lambda x, y, alpha=1: np.subtract(x, _scaled(y, alpha)), pre=_sub_check,
                    name="sub", post=_alpha_check, complex32=True, cuda=_alpha_cuda("-"),
-                   cuda_complex=True)
+                   cuda_complex=True, round_scalars=True)
 
 
 def _sub_cpu(a, b, *, alpha=1):
