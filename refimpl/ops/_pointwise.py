@@ -320,8 +320,9 @@ class Binary:
     the keyword arguments). Either operand may be a Python scalar. ``cuda`` is the
     CUDA expression over ``a`` and ``b`` (a string, or ``f(dtype, a, b, **kwargs) ->
     (expr, params)``), ``cuda_complex`` says it holds for complex dtypes too.
-    ``round_scalars``: a Python scalar operand is first converted to a float16/bfloat16
-    common dtype (torch's add and sub kernels read it so), not used at full precision.
+    ``round_scalars``: on the CPU, a Python scalar operand is first converted to a
+    float16/bfloat16 common dtype (torch's CPU add and sub kernels read it so); torch's
+    CUDA kernels use it at full precision.
     """
 
     def __init__(self, fn, *, result: str = "promote", allow=ALL, kernel="",
@@ -412,8 +413,6 @@ class Binary:
             raise not_implemented_cuda(kernel or self.name, dtype)
         if dtype.category == 3 and not self.cuda_complex:
             raise no_cuda_complex(self.name, dtype)
-        if self.round_scalars and dtype in REDUCED:
-            a, b = self._scalars_in(dtype, a, b)
         spec = self.cuda_spec
         if type(spec) is str:
             return run_cuda(spec, (a, b), out, dtype, None, shape, into, self.name)

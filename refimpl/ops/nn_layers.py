@@ -53,10 +53,10 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
     if input2.shape[-1] != weight.shape[2]:
         raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
                            f"{input2.shape[-1]} but expected {weight.shape[2]}")
-    # torch's decomposition (its _trilinear): the outer product of the inputs in their dtype
-    # (float16 rounds it), then one matrix product against the flattened weight
-    outer = input1.unsqueeze(-1) * input2.unsqueeze(-2)  # (..., in1, in2)
-    out = outer.flatten(-2).matmul(weight.flatten(1).t())
+    # torch's decomposition (its _trilinear): two contractions, each one matrix product
+    # (float16 rounds after each): over in1 with the weight, then over in2 with input2
+    left = input1.unsqueeze(-2).unsqueeze(-2).matmul(weight).squeeze(-2)  # (..., out, in2)
+    out = left.matmul(input2.unsqueeze(-1)).squeeze(-1)
     return out if bias is None else out + bias
 
 
@@ -253,8 +253,11 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         flat, psw = input, per_sample_weights
     pad = _padding_idx(padding_idx, weight.shape[0])
     rows = embedding(flat, weight, None, max_norm, norm_type)
+    reduced = weight.dtype in (D.float16, D.bfloat16)
+    if reduced:  # torch accumulates each bag (weighted rows included) in float32
+        rows = rows.float()
     if psw is not None:
-        rows = rows * psw.unsqueeze(-1)
+        rows = rows * (psw.float() if reduced else psw).unsqueeze(-1)
     keep = [i for i in range(flat.numel())] if pad is None else \
         [i for i, v in enumerate(flat.tolist()) if v != pad]
     out = []
@@ -264,8 +267,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             out.append(zeros(weight.shape[-1], dtype=weight.dtype, device=weight.device))
             continue
         bag = rows.index_select(0, tensor(idx, device=weight.device))
-        out.append(bag.sum(0) if mode == "sum" else bag.mean(0) if mode == "mean"
-                   else bag.amax(0))
+        bag = bag.sum(0) if mode == "sum" else bag.mean(0) if mode == "mean" else bag.amax(0)
+        out.append(bag.to(weight.dtype))
     from refimpl.ops.shape import stack
 
     return stack(out) if out else zeros((0, weight.shape[-1]), dtype=weight.dtype,

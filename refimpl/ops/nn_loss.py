@@ -331,6 +331,10 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     (spec NNF-075)."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    # torch's composite subtracts the input from the margin wrapped as a tensor of the
+    # input's dtype: a float16/bfloat16 input rounds the margin first (on CUDA too)
+    if input.dtype in (D.float16, D.bfloat16):
+        margin = input.new_full((), margin)
     margin_part = where(target != 1, (margin - input).clamp_min(0), 0)
     self_part = where(target != -1, input, 0)
     return _reduce(margin_part + self_part, reduction)
