@@ -242,7 +242,16 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad,
                      int(storage_offset), storage.dtype)
     if requires_grad:
         t.requires_grad_(True)
-    return t
+    return _fake_if_in_mode(t)
+
+
+def _fake_if_in_mode(t: Tensor) -> Tensor:
+    """Under a fake tensor mode a loaded tensor comes back as that mode's fake of it (as
+    torch's load: the mode sees every tensor the unpickler makes)."""
+    from refimpl._dispatch import MODE_STACK
+
+    mode = next((m for m in reversed(MODE_STACK) if hasattr(m, "fake_tensor_converter")), None)
+    return t if mode is None else mode.from_tensor(t)
 
 
 def _rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks) -> Tensor:

@@ -198,7 +198,9 @@ def host_allocator() -> CachingHostAllocator:
         from refimpl.cuda._lazy import _lazy_init
 
         _lazy_init()
-        _host_allocator = CachingHostAllocator(DriverHostSource())
+        from refimpl.cuda._host_register import RegisteringHostSource
+
+        _host_allocator = CachingHostAllocator(RegisteringHostSource())
     return _host_allocator
 
 

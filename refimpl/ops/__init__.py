@@ -58,3 +58,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["REGISTRY", "OpDef", "defop", "get", "load", "loaded"]
+MODULES += ["nn_aten_seed"]

@@ -331,6 +331,10 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
         from refimpl.cuda import _random_kernels
 
         result = Tensor._empty(shape, D.int64, input._storage.device)
+        if replacement and num_samples > 1:  # torch checks these weights on the device
+            from refimpl.cuda._multinomial_assert import check_rows
+
+            check_rows(rows)
         bad, zero, _ = _random_kernels.multinomial(
             result, rows, num_samples, replacement, _gen(generator, input._storage.device))
     else:
