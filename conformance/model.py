@@ -123,6 +123,8 @@ class Case:
     raises: ExcSpec | None = None
     warns: ExcSpec | None = None
     timeout: float | None = None
+    # runs alone, after the other cases (device-wide memory use or accounting)
+    exclusive: bool = False
 
     @property
     def device(self) -> str:

@@ -10,6 +10,10 @@ after a grace period. Either way a fresh worker takes over the rest.
 
 ``jobs == 0`` runs everything in the calling process (no crash isolation), which
 is what the pytest plugin and debuggers want.
+
+Cases marked ``exclusive`` (they use or measure memory of the whole device: a 4 GiB
+tensor, ``mem_get_info``, NVML's used memory) run after all the others, one at a time
+in a single worker, so that no other case shares the device with them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +105,24 @@ def run(cases: Sequence[Case], options: RunOptions, on_result: OnResult | None =
     if options.jobs <= 0:
         result = _run_here(cases, options, on_result)
     else:
-        result = _Pool(cases, options, on_result).run()
+        result = _run_pooled(cases, options, on_result)
     result.duration = time.perf_counter() - start
     return result
+
+
+def _run_pooled(cases: Sequence[Case], options: RunOptions,
+                on_result: OnResult | None) -> RunResult:
+    """The shared cases in ``options.jobs`` workers, then the exclusive ones in one."""
+    alone = [c for c in cases if c.exclusive]
+    shared = [c for c in cases if not c.exclusive]
+    if not alone or not shared:
+        return _Pool(cases, replace(options, jobs=1) if alone else options, on_result).run()
+    first = _Pool(shared, options, on_result).run()
+    second = _Pool(alone, replace(options, jobs=1), on_result).run()
+    order = {id(c): i for i, c in enumerate(cases)}
+    first.pairs = sorted(first.pairs + second.pairs, key=lambda pair: order[id(pair[0])])
+    first.not_run += second.not_run
+    return first
 
 
 def _run_here(cases: Sequence[Case], options: RunOptions, on_result: OnResult | None) -> RunResult:

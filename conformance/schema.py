@@ -29,7 +29,7 @@ from conformance.yamlio import CaseFileError, LDict, LList, plain
 FILE_KEYS = ("defaults", "cases")
 CASE_KEYS = (
     "id", "spec", "source", "tags", "requires", "xfail", "params", "devices", "inputs",
-    "program", "expect", "raises", "warns", "timeout",
+    "program", "expect", "raises", "warns", "timeout", "exclusive",
 )  # fmt: skip
 DEFAULTS_KEYS = (
     "spec", "source", "tags", "requires", "xfail", "params", "devices", "inputs", "timeout",
@@ -491,9 +491,15 @@ def build_case(
         timeout = need_number(where, data["timeout"], data.value_line("timeout"), "timeout")
         if timeout <= 0:
             raise where.error(data.value_line("timeout"), "timeout must be > 0 seconds")
+    exclusive = False
+    if "exclusive" in data:
+        exclusive = data["exclusive"]
+        if not isinstance(exclusive, bool):
+            raise where.error(data.value_line("exclusive"),
+                              f"exclusive must be true or false, got {exclusive!r}")
     return Case(
         id=case_id, base_id=base_id, area=area, path=where.path, line=data.key_line("id"),
         program=program, program_line=program_line, source=source, spec=spec, tags=tags,
         requires=requires, xfail=_xfail(where, data), params=dict(params), inputs=tuple(inputs),
-        expect=tuple(expect), raises=raises, warns=warns, timeout=timeout,
+        expect=tuple(expect), raises=raises, warns=warns, timeout=timeout, exclusive=exclusive,
     )  # fmt: skip

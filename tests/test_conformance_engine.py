@@ -723,3 +723,39 @@ def test_bad_devices_are_located(tmp_path: Path, text: str, words: str) -> None:
     write_cases(tmp_path, f"cases:\n  - id: d.x\n    source: research\n    {text}\n    program: pass\n")
     errors = [str(e) for e in load_cases(tmp_path).errors]
     assert len(errors) == 1 and words in errors[0], errors
+
+
+def _interval_case(case_id: str, log: Path, exclusive: bool) -> str:
+    flag = "    exclusive: true\n" if exclusive else ""
+    return (f"  - id: {case_id}\n    source: research\n{flag}    program: |\n"
+            "      import os, time\n      start = time.monotonic()\n      time.sleep(0.3)\n"
+            f"      with open({str(log)!r}, 'a') as f:\n"
+            f"          f.write(f'{case_id} {{start}} {{time.monotonic()}} {{os.getpid()}}\\n')\n")
+
+
+def test_exclusive_cases_run_alone_after_the_others(tmp_path: Path) -> None:
+    log = tmp_path / "intervals.txt"
+    text = "cases:\n" + "".join(
+        _interval_case(f"x.c{i}", log, exclusive=i in (1, 3)) for i in range(5))
+    cases = load_one(tmp_path, text)
+    assert [c.exclusive for c in cases] == [False, True, False, True, False]
+    reported: list[str] = []
+    result = runner.run(cases, runner.RunOptions(target="refimpl", jobs=3, golden_dir=None),
+                        on_result=lambda case, _: reported.append(case.id))
+    assert [c.id for c, _ in result.pairs] == [c.id for c in cases]  # the files' order
+    assert all(r.outcome == "passed" for _, r in result.pairs), result.pairs
+    assert set(reported[-2:]) == {"x.c1", "x.c3"}  # after every shared case
+    rows = {cid: (float(a), float(b), pid) for cid, a, b, pid in
+            (line.split() for line in log.read_text().splitlines())}
+    for alone in ("x.c1", "x.c3"):
+        a0, a1, _ = rows[alone]
+        others = [v for k, v in rows.items() if k != alone]
+        assert all(b1 <= a0 or a1 <= b0 for b0, b1, _ in others), rows  # no overlap
+    assert rows["x.c1"][2] == rows["x.c3"][2]  # one worker runs them, one after the other
+
+
+def test_exclusive_must_be_a_bool(tmp_path: Path) -> None:
+    text = "cases:\n  - {id: x.bad, source: research, exclusive: 1, program: 'pass'}\n"
+    loaded = load_cases(write_cases(tmp_path, text))
+    assert not loaded.cases
+    assert any("exclusive must be true or false, got 1" in str(e) for e in loaded.errors)
