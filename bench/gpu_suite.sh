@@ -6,7 +6,7 @@
 #   GPU_SUITE_FULL=1 also runs every per-op GPU test (pointwise, reductions, indexing:
 #   several thousand cases, about 15 minutes) and the seed-size allocator fuzz.
 #   GPU_SUITE_BENCHES picks the benchmarks (default "ops graphs indexing allocator"; also
-#   fft, linalg, train). GPU_SUITE_OPDB=SECONDS also walks torch's op_db on the GPU
+#   fft, linalg, train; "none" runs none). GPU_SUITE_OPDB=SECONDS also walks torch's op_db on the GPU
 #   (bench/opdb_report.py) for at most that long.
 # nvmath-python (cuBLAS) is installed from .whl/ when the wheels were carried there.
 set -u
@@ -50,6 +50,7 @@ python3 -m pytest "${tests[@]}" -q -p no:cacheprovider >> "$LOG" 2>&1
 grep -E "passed|failed" "$LOG" | tail -n 1
 for bench in ${GPU_SUITE_BENCHES:-ops graphs indexing allocator}; do
     case "$bench" in
+        none) ;;
         ops) python3 bench/bench_gpu_ops.py --out "$OUT/gpu_ops.json" 2>&1 | tee -a "$LOG" ;;
         allocator)
             python3 bench/bench_allocator.py --loops 5000 --out "$OUT/allocator.json" >> "$LOG" 2>&1

@@ -86,10 +86,27 @@ def _dense(t: Tensor) -> bool:
     return t.is_contiguous()
 
 
+def _same_device(method: str, named: list) -> None:
+    """torch's generated device check of a CUDA kernel's wrapper: the first tensor's device
+    is the common one; the first argument on another names itself."""
+    common = None
+    for name, tensors in named:
+        for t in tensors if isinstance(tensors, (list, tuple)) else (tensors,):
+            if common is None:
+                common = t.device
+            elif t.device != common:
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but got {name} is on "
+                    f"{t.device}, different from other tensors on {common} (when checking "
+                    f"argument in method wrapper_CUDA__{method})")
+
+
 def _unscale_cuda(self, found_inf: Tensor, inv_scale: Tensor) -> None:
     grads = _check_grad_list(self)
     if not grads:
         return
+    _same_device("_amp_foreach_non_finite_check_and_unscale_",
+                 [("self", grads), ("found_inf", found_inf), ("inv_scale", inv_scale)])
     if inv_scale.device.type != "cuda":
         raise RuntimeError("inv_scale must be a CUDA tensor.")
     if found_inf.device.type != "cuda":
@@ -167,6 +184,8 @@ def _update_cpu(self: Tensor, growth_tracker: Tensor, found_inf: Tensor,
 def _update_cuda(self: Tensor, growth_tracker: Tensor, found_inf: Tensor,
                  scale_growth_factor: float, scale_backoff_factor: float,
                  growth_interval: int) -> Tensor:
+    _same_device("_amp_update_scale_", [("self", self), ("growth_tracker", growth_tracker),
+                                        ("found_inf", found_inf)])
     for t, name in ((growth_tracker, "growth_tracker"), (self, "current_scale"),
                     (found_inf, "found_inf")):
         if t.device.type != "cuda":
