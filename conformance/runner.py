@@ -118,6 +118,9 @@ def _run_pooled(cases: Sequence[Case], options: RunOptions,
     if not alone or not shared:
         return _Pool(cases, replace(options, jobs=1) if alone else options, on_result).run()
     first = _Pool(shared, options, on_result).run()
+    if options.fail_fast and (first.not_run or any(is_bad(r) for _, r in first.pairs)):
+        first.not_run += len(alone)
+        return first
     second = _Pool(alone, replace(options, jobs=1), on_result).run()
     order = {id(c): i for i, c in enumerate(cases)}
     first.pairs = sorted(first.pairs + second.pairs, key=lambda pair: order[id(pair[0])])

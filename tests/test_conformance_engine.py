@@ -759,3 +759,14 @@ def test_exclusive_must_be_a_bool(tmp_path: Path) -> None:
     loaded = load_cases(write_cases(tmp_path, text))
     assert not loaded.cases
     assert any("exclusive must be true or false, got 1" in str(e) for e in loaded.errors)
+
+
+def test_fail_fast_stops_before_the_exclusive_cases(tmp_path: Path) -> None:
+    text = ("cases:\n"
+            "  - {id: x.bad, source: research, program: 'assert False'}\n"
+            "  - {id: x.alone, source: research, exclusive: true, program: 'pass'}\n")
+    cases = load_one(tmp_path, text)
+    result = runner.run(cases, runner.RunOptions(target="refimpl", jobs=2, golden_dir=None,
+                                                 fail_fast=True))
+    assert [c.id for c, _ in result.pairs] == ["x.bad"]
+    assert result.not_run == 1

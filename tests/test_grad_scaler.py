@@ -239,3 +239,36 @@ def test_cuda_launch_arguments_describe_the_strided_gradient(monkeypatch):
     assert [type(a).__name__ for a in args] == [
         "c_ulong", "c_ulong", "c_ulong", "c_double", "c_double", "c_int"]
     assert (args[3].value, args[4].value, args[5].value) == (2.0, 0.5, 2000)
+
+
+# -- a CPU argument of the CUDA kernels (no GPU: CUDA tensors stood in for) ---------------------
+
+_UNSCALE, _UPDATE = "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"
+
+
+@pytest.mark.parametrize("case, named, on, common, method", [
+    ("found_inf_cpu", "found_inf", "cpu", "cuda:0", _UNSCALE),
+    ("inv_scale_cpu", "inv_scale", "cpu", "cuda:0", _UNSCALE),
+    ("empty_list", "inv_scale", "cuda:0", "cpu", _UNSCALE),
+    ("scale_cpu", "growth_tracker", "cuda:0", "cpu", _UPDATE),
+])
+def test_cuda_kernels_name_the_argument_on_another_device(case, named, on, common, method):
+    """The device check of torch's CUDA wrappers comes first (torch 2.11's messages on an
+    H200 for the first, second and last); the stand-ins carry only a CUDA device."""
+    from types import SimpleNamespace
+
+    from refimpl.ops import amp_ops
+
+    cuda = SimpleNamespace(device=t.device("cuda", 0))
+    with pytest.raises(RuntimeError) as info:
+        if case == "found_inf_cpu":
+            amp_ops._unscale_cuda([cuda], t.zeros(()), cuda)
+        elif case == "inv_scale_cpu":
+            amp_ops._unscale_cuda([cuda], cuda, t.ones(()))
+        elif case == "empty_list":
+            amp_ops._unscale_cuda([], t.zeros(()), cuda)
+        else:
+            amp_ops._update_cuda(t.ones(()), cuda, cuda, 2.0, 0.5, 1)
+    assert str(info.value) == (
+        f"Expected all tensors to be on the same device, but got {named} is on {on}, different "
+        f"from other tensors on {common} (when checking argument in method wrapper_CUDA__{method})")
