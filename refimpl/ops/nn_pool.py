@@ -201,6 +201,10 @@ def _avg_pool(input: Tensor, n: int, fn: str, kernel_size, stride, padding, ceil
     if input.dtype is D.bool_ or input.dtype.category == 3:
         raise NotImplementedError(f'"{fn}" not implemented for \'{input.dtype._legacy}\'')
     k, s, p, _d, sizes, out = _params(input, n, fn, kernel_size, stride, padding, 1, ceil_mode)
+    if n == 2 and input.is_cuda:  # torch's CUDA kernel counts output elements in an int32
+        count = math.prod(input.shape[:-n]) * math.prod(out)
+        if count > 2**31 - 1:
+            raise RuntimeError("integer out of range")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     extra = [max(0, (o - 1) * ss + kk - size - 2 * pp)
