@@ -44,6 +44,9 @@ def _pad_pairs(pad, ndim: int) -> list:
 
 
 def _constant_pad(input: Tensor, pairs: list, value: float) -> Tensor:
+    if input.is_cuda and _untracked(input) and input.is_contiguous() and pairs and \
+            all(before >= 0 and after >= 0 for _, before, after in pairs):
+        return _fill_and_copy(input, pairs, value)
     out = input
     for dim, before, after in pairs:
         size = out.shape[dim]
@@ -60,6 +63,28 @@ def _constant_pad(input: Tensor, pairs: list, value: float) -> Tensor:
         if before > 0 or after > 0:
             out = cat([parts[0], out, parts[1]], dim)
     return out if out is not input else input.clone()
+
+
+def _untracked(input: Tensor) -> bool:
+    """Whether no autograd (backward or forward mode) watches ``input``'s ops now."""
+    from refimpl._state import FW, STATE
+
+    return not FW.active and not (STATE.grad_enabled and input.requires_grad)
+
+
+def _fill_and_copy(input: Tensor, pairs: list, value: float) -> Tensor:
+    """Non-negative constant padding as one fill of the padded shape and one copy of
+    ``input`` into its interior (the CUDA path outside autograd: two kernels, not the
+    fills and concatenations per dim)."""
+    shape = list(input.shape)
+    for dim, before, after in pairs:
+        shape[dim] += before + after
+    out = input.new_full(shape, value)
+    inner = out
+    for dim, before, _ in pairs:
+        inner = inner.narrow(dim, before, input.shape[dim])
+    inner.copy_(input)
+    return out
 
 
 _NON_CONSTANT_HELP = (
