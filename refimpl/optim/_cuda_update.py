@@ -75,7 +75,7 @@ __device__ void adam_body(T* p, const T* g, T* m, T* v, T* vmax, long long n, T 
     v[i] = vv;
     if (amsgrad) {
       T mx = vmax[i];
-      mx = mx > vv ? mx : vv;
+      mx = (mx != mx || mx > vv) ? mx : vv;  // NaN propagates, as maximum's
       vmax[i] = mx;
       vv = mx;
     }
@@ -99,6 +99,7 @@ ADAM(adam_f32, float)
 ADAM(adam_f64, double)
 """
 
+_functions: dict = {}  # (kind, dtype, device index) -> loaded kernel handle
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
 
 
@@ -140,9 +141,12 @@ def _launch(kind: str, p: Tensor, args: list) -> None:
     from refimpl.cuda import _driver, streams
     from refimpl.cuda._pointwise import load_functions
 
-    suffix = _SUFFIX[p.dtype][0]
     index = p._storage.device.index
-    fn = load_functions(_SOURCE, (f"{kind}_{suffix}",), index)[0]
+    key = (kind, p.dtype, index)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = load_functions(_SOURCE, (f"{kind}_{_SUFFIX[p.dtype][0]}",), index)[0]
+        _functions[key] = fn
     n = p.numel()
     grid = min(max(-(-n // _BLOCK), 1), _MAX_GRID)
     _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1), args,
@@ -160,7 +164,8 @@ def sgd(p: Tensor, grad: Tensor, buf: Tensor | None, lr: float, momentum: float,
     if p.numel() == 0:
         return
     T = _SUFFIX[p.dtype][1]
-    flags = (maximize * 1 | nesterov * 2 | (weight_decay != 0) * 4 | (momentum != 0) * 8)
+    flags = (bool(maximize) | bool(nesterov) << 1 | (weight_decay != 0) << 2
+             | (momentum != 0) << 3)
     _launch("sgd", p, [_ptr(p), _ptr(grad), _ptr(buf), ctypes.c_longlong(p.numel()),
                        T(-lr), T(momentum), T(1 - dampening), T(weight_decay),
                        ctypes.c_int(flags)])
@@ -184,7 +189,8 @@ def adam(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float, beta2: f
     bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
     if p.numel():
         T = _SUFFIX[p.dtype][1]
-        flags = (maximize * 1 | decoupled * 2 | (weight_decay != 0) * 4 | amsgrad * 8)
+        flags = (bool(maximize) | bool(decoupled) << 1 | (weight_decay != 0) << 2
+                 | bool(amsgrad) << 3)
         _launch("adam", p, [_ptr(p), _ptr(grad), _ptr(ea), _ptr(eas), _ptr(mx),
                             ctypes.c_longlong(p.numel()), T(1 - lr * weight_decay),
                             T(1 - beta1), T(beta2), T(1 - beta2), T(weight_decay),
