@@ -109,7 +109,7 @@ def handle(device: int | None = None, stream: int | None = None) -> int:
     _lazy_init()
     idx = _device._tls_device() if device is None else int(device)
     if stream is None:
-        stream = streams.current_stream(idx).cuda_stream
+        stream = streams.current_stream_handle(idx)
     stream = int(stream)
     tls = _handles
     h = tls.handles.get(idx)
@@ -230,7 +230,7 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, *, alpha=1, beta=0) -> Tensor:
     if out.numel() == 0:
         return out
     idx = out._storage._data.device_index
-    stream = streams.current_stream(idx).cuda_stream
+    stream = streams.current_stream_handle(idx)
     cublas = _lib()
     h = handle(idx, stream)
     if k == 0:
@@ -276,7 +276,7 @@ def dot(out: Tensor, x: Tensor, y: Tensor, *, conj_x: bool = False) -> Tensor:
     if n == 0:
         _tensor_ops.fill_(out, 0)
         return out
-    stream = streams.current_stream(idx).cuda_stream
+    stream = streams.current_stream_handle(idx)
     cublas = _lib()
     h = handle(idx, stream)
     xs, ys = x._stride[0], y._stride[0]

@@ -197,7 +197,7 @@ def _resolve(device: int | None, stream: int | None) -> tuple[int, int]:
     _lazy_init()
     idx = _device._tls_device() if device is None else int(device)
     if stream is None:
-        stream = streams.current_stream(idx).cuda_stream
+        stream = streams.current_stream_handle(idx)
     return idx, int(stream)
 
 

@@ -496,7 +496,7 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
         grid_y = max(1, min(-(-target // grid_x), units // (r_lanes * 16), 65535))
     p = _P(float(n_red), 1.0 / n_red if n_red else math.inf, float(correction), float(q))
     src = source(r, in_name, cast_name, out_name, out2_name)
-    stream = streams.current_stream(idx).cuda_stream
+    stream = streams.current_stream_handle(idx)
     part = None
     if grid_y > 1:
         part = Tensor._empty((grid_y * n_out * _SLOT_BYTES,), D.uint8, x.device)
