@@ -12,6 +12,8 @@ shapes alone and moved to the input's device.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from refimpl._tensor import Tensor
@@ -270,25 +272,38 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0,
     return img if batched else img.squeeze(0)
 
 
-def col2im(cols: Tensor, out_sizes, blocks, kernel, dilation, padding, stride) -> Tensor:
-    """Sum the columns (N, C*prod(kernel), prod(blocks)) of an N-d sliding-block layout
-    into an (N, C, *out_sizes) image: an ``index_add`` of host-computed destinations into
-    the padded image, then a crop of the padding."""
+@functools.lru_cache(maxsize=64)
+def _col2im_dest(c: int, kernel: tuple, blocks: tuple, stride: tuple, dilation: tuple,
+                 padded: tuple) -> np.ndarray:
+    """The flat destination in the padded (C, *padded) image of every column entry
+    (computed from shapes alone, once per geometry; read-only)."""
     n_dims = len(kernel)
-    padded = [max(o + 2 * p, (b - 1) * s + d * (k - 1) + 1) for o, b, k, d, p, s in
-              zip(out_sizes, blocks, kernel, dilation, padding, stride)]
-    per = int(np.prod(kernel))
-    c = cols.shape[1] // per
     grids = np.ix_(np.arange(c), *[np.arange(k) for k in kernel],
                    *[np.arange(b) for b in blocks])
     pos = [grids[1 + n_dims + i] * stride[i] + grids[1 + i] * dilation[i]
            for i in range(n_dims)]
-    dest = np.ravel_multi_index([np.broadcast_to(grids[0], np.broadcast(*grids).shape),
-                                 *[np.broadcast_to(q, np.broadcast(*grids).shape)
-                                   for q in pos]], [c, *padded])
+    shape = np.broadcast(*grids).shape
+    dest = np.ravel_multi_index([np.broadcast_to(grids[0], shape),
+                                 *[np.broadcast_to(q, shape) for q in pos]],
+                                [c, *padded]).reshape(-1)
+    dest.flags.writeable = False
+    return dest
+
+
+def col2im(cols: Tensor, out_sizes, blocks, kernel, dilation, padding, stride) -> Tensor:
+    """Sum the columns (N, C*prod(kernel), prod(blocks)) of an N-d sliding-block layout
+    into an (N, C, *out_sizes) image: an ``index_add`` of host-computed destinations into
+    the padded image, then a crop of the padding."""
+    padded = [max(o + 2 * p, (b - 1) * s + d * (k - 1) + 1) for o, b, k, d, p, s in
+              zip(out_sizes, blocks, kernel, dilation, padding, stride)]
+    per = int(np.prod(kernel))
+    c = cols.shape[1] // per
+    dest = _col2im_dest(c, tuple(int(k) for k in kernel), tuple(int(b) for b in blocks),
+                        tuple(int(s) for s in stride), tuple(int(d) for d in dilation),
+                        tuple(padded))
     n = cols.shape[0]
     img = cols.new_zeros((n, c * int(np.prod(padded)))).index_add(
-        1, _index(dest.reshape(-1), cols), cols.reshape(n, -1))
+        1, _index(dest, cols), cols.reshape(n, -1))
     img = img.reshape(n, c, *padded)
     crop = tuple(slice(p, p + o) for p, o in zip(padding, out_sizes))
     return img[(slice(None), slice(None), *crop)]
