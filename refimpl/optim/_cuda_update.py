@@ -103,12 +103,24 @@ _functions: dict = {}  # (kind, dtype, device index) -> loaded kernel handle
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
 
 
+_MODULES: tuple = ()
+
+
+def _modules() -> tuple:
+    """(``_dispatch``, forward-AD levels, thread state, ``Parameter``), imported once."""
+    global _MODULES
+    if not _MODULES:
+        from refimpl import _dispatch
+        from refimpl._state import FW, STATE
+        from refimpl.nn.parameter import Parameter
+
+        _MODULES = (_dispatch, FW, STATE, Parameter)
+    return _MODULES
+
+
 def plain(*tensors) -> bool:
     """Whether one fused kernel may stand for the update's ops on these tensors."""
-    from refimpl import _dispatch
-    from refimpl._state import FW, STATE
-    from refimpl.nn.parameter import Parameter
-
+    _dispatch, FW, STATE, Parameter = _modules()
     if _dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active \
             or STATE.grad_enabled:
         return False
