@@ -9,7 +9,8 @@ version counter is bumped as often as those in-place ops would bump it.
 
 ``plain(...)`` decides when this applies: every tensor a plain (or ``nn.Parameter``)
 dense, contiguous CUDA float32/float64 tensor of one shape on one device, without math
-bits, and nothing that watches ops (dispatch modes, the profiler, forward AD) active;
+bits (the gradient, the second, may have any layout: the kernel reads a contiguous copy
+of it), and nothing that watches ops (dispatch modes, the profiler, forward AD) active;
 otherwise the optimizers run their ops.
 """
 
@@ -125,7 +126,7 @@ def plain(*tensors) -> bool:
             or STATE.grad_enabled:
         return False
     first = None
-    for t in tensors:
+    for i, t in enumerate(tensors):
         if t is None:
             continue
         if type(t) is not Tensor and type(t) is not Parameter or t.is_sparse \
@@ -138,7 +139,7 @@ def plain(*tensors) -> bool:
         elif t.dtype is not first.dtype or t._storage.device != first._storage.device \
                 or t._shape != first._shape:
             return False
-        if not t.is_contiguous():
+        if i != 1 and not t.is_contiguous():  # the gradient may have any layout
             return False
     return first is not None
 
@@ -175,6 +176,7 @@ def sgd(p: Tensor, grad: Tensor, buf: Tensor | None, lr: float, momentum: float,
     ``momentum`` is not 0)."""
     if p.numel() == 0:
         return
+    grad = grad if grad.is_contiguous() else grad.contiguous()
     T = _SUFFIX[p.dtype][1]
     flags = (bool(maximize) | bool(nesterov) << 1 | (weight_decay != 0) << 2
              | (momentum != 0) << 3)
@@ -200,6 +202,7 @@ def adam(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float, beta2: f
     step_size = lr / (1 - beta1 ** step)
     bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
     if p.numel():
+        grad = grad if grad.is_contiguous() else grad.contiguous()
         T = _SUFFIX[p.dtype][1]
         flags = (bool(maximize) | bool(decoupled) << 1 | (weight_decay != 0) << 2
                  | bool(amsgrad) << 3)

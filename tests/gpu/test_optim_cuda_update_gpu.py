@@ -39,6 +39,8 @@ def _run(name: str, kwargs: dict, device: str, dtype) -> tuple[list, list]:
         for p in params:
             p.grad = t.tensor(rng.standard_normal(tuple(p.shape)) * (step + 1), dtype=dtype,
                               device=device)
+        # a gradient laid out transposed (as matmul's weight gradients can be)
+        params[0].grad = t.tensor(rng.standard_normal((5, 7)), dtype=dtype, device=device).t()
         opt.step()
     values = [p.detach().cpu().numpy() for p in params]
     versions = [p._version for p in params]
