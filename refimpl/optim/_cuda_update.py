@@ -174,15 +174,14 @@ def sgd(p: Tensor, grad: Tensor, buf: Tensor | None, lr: float, momentum: float,
         dampening: float, weight_decay: float, nesterov: bool, maximize: bool) -> None:
     """One SGD update of ``p`` (``buf``, the momentum buffer, exists already when
     ``momentum`` is not 0)."""
-    if p.numel() == 0:
-        return
-    grad = grad if grad.is_contiguous() else grad.contiguous()
-    T = _SUFFIX[p.dtype][1]
-    flags = (bool(maximize) | bool(nesterov) << 1 | (weight_decay != 0) << 2
-             | (momentum != 0) << 3)
-    _launch("sgd", p, [_ptr(p), _ptr(grad), _ptr(buf), ctypes.c_longlong(p.numel()),
-                       T(-lr), T(momentum), T(1 - dampening), T(weight_decay),
-                       ctypes.c_int(flags)])
+    if p.numel():
+        grad = grad if grad.is_contiguous() else grad.contiguous()
+        T = _SUFFIX[p.dtype][1]
+        flags = (bool(maximize) | bool(nesterov) << 1 | (weight_decay != 0) << 2
+                 | (momentum != 0) << 3)
+        _launch("sgd", p, [_ptr(p), _ptr(grad), _ptr(buf), ctypes.c_longlong(p.numel()),
+                           T(-lr), T(momentum), T(1 - dampening), T(weight_decay),
+                           ctypes.c_int(flags)])
     if momentum != 0:
         _bump(buf, 2)
     _bump(p)

@@ -116,6 +116,7 @@ class Adam(Optimizer):
                                      group["maximize"])
                     continue
                 if not group.get("differentiable") and state["step"].device.type == "cpu" and \
+                        (not group["amsgrad"] or "max_exp_avg_sq" in state) and \
                         _cuda_update.plain(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
                                            state.get("max_exp_avg_sq") if group["amsgrad"]
                                            else None):
