@@ -517,9 +517,7 @@ def _untracked_view(op, args, kwargs):
     """A view op that records no node (no input requires grad, or grad mode is off): its
     outputs still learn how they were made (several views at once, or a view of a view
     made in no_grad/inference mode), which decides what in-place ops may do to them."""
-    from refimpl._dispatch import below_autograd
-
-    out = below_autograd(op, args, kwargs)
+    out = (_BELOW or _below())(op, args, kwargs)
     multi = isinstance(out, (tuple, list))
     outs = out if multi else (out,)
     for o in outs:
@@ -551,8 +549,7 @@ def _set_replay(view, op, args, kwargs, index) -> None:
 
 
 def _record_inplace(op, args, kwargs):
-    from refimpl._dispatch import below_autograd
-
+    below_autograd = _BELOW or _below()
     self = args[0]
     if self._is_inference and op.extra.get("inplace_view"):
         # in-place view ops check inference tensors before the leaf rule (as torch)

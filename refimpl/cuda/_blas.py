@@ -109,7 +109,7 @@ def handle(device: int | None = None, stream: int | None = None) -> int:
     _lazy_init()
     idx = _device._tls_device() if device is None else int(device)
     if stream is None:
-        stream = streams.current_stream(idx).cuda_stream
+        stream = streams.current_stream_handle(idx)
     stream = int(stream)
     tls = _handles
     h = tls.handles.get(idx)
@@ -156,7 +156,13 @@ def _set_math_mode(cublas, h: int, dtype: D.dtype) -> None:
     elif (name == "float16" and not matmul.allow_fp16_reduced_precision_reduction) or (
             name == "bfloat16" and not matmul.allow_bf16_reduced_precision_reduction):
         mode |= cublas.Math.DISALLOW_REDUCED_PRECISION_REDUCTION
-    cublas.set_math_mode(h, int(mode))
+    mode = int(mode)
+    if _math_modes.get(h) != mode:  # the handle keeps its mode: set it when it changes
+        cublas.set_math_mode(h, mode)
+        _math_modes[h] = mode
+
+
+_math_modes: dict[int, int] = {}  # cuBLAS handle -> the math mode last set on it
 
 
 def _compute_type(cublas, dtype: D.dtype) -> int:
@@ -211,7 +217,21 @@ def _matrix(t: Tensor) -> tuple[Tensor, str, int, int]:
 
 def _scalars(dtype: D.dtype, alpha, beta) -> tuple[np.ndarray, np.ndarray]:
     kind = _SCALAR_NP[dtype.name]
+    if alpha == 1 and beta == 0 and type(alpha) is int and type(beta) is int:
+        pair = _UNIT_SCALARS.get(kind)
+        if pair is None:  # read-only: cuBLAS reads host scalars during the call only
+            pair = _UNIT_SCALARS[kind] = (_frozen(np.array(1, dtype=kind)),
+                                          _frozen(np.array(0, dtype=kind)))
+        return pair
     return np.array(alpha, dtype=kind), np.array(beta, dtype=kind)
+
+
+_UNIT_SCALARS: dict = {}  # numpy scalar type -> (1, 0) as read-only host scalars
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 # -- GEMM ----------------------------------------------------------------------------------
@@ -230,7 +250,7 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, *, alpha=1, beta=0) -> Tensor:
     if out.numel() == 0:
         return out
     idx = out._storage._data.device_index
-    stream = streams.current_stream(idx).cuda_stream
+    stream = streams.current_stream_handle(idx)
     cublas = _lib()
     h = handle(idx, stream)
     if k == 0:
@@ -276,7 +296,7 @@ def dot(out: Tensor, x: Tensor, y: Tensor, *, conj_x: bool = False) -> Tensor:
     if n == 0:
         _tensor_ops.fill_(out, 0)
         return out
-    stream = streams.current_stream(idx).cuda_stream
+    stream = streams.current_stream_handle(idx)
     cublas = _lib()
     h = handle(idx, stream)
     xs, ys = x._stride[0], y._stride[0]

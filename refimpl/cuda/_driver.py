@@ -555,18 +555,22 @@ def launch(ordinal: int, function: int, grid: tuple[int, int, int],
     argument out of it at launch, so the ctypes objects only need to live until this
     call returns.
     """
-    d = _load("driver")
     ptrs = (ctypes.c_void_p * max(len(args), 1))(
         *[ctypes.addressof(a) for a in args])
-    use_device(ordinal)
+    if _tls.device != ordinal:
+        use_device(ordinal)
     observer = LAUNCH_OBSERVER
     if observer is not None:
         observer(ordinal, function, stream, True)
-    _call("cuLaunchKernel", d.CUfunction(function), grid[0], grid[1], grid[2],
-          block[0], block[1], block[2], shared_mem, d.CUstream(stream),
-          ctypes.addressof(ptrs), 0)
+    # raw handles, as launch_1d passes them (no CUfunction/CUstream objects per launch)
+    out = _load("driver").cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
+                                         block[1], block[2], shared_mem, stream,
+                                         ctypes.addressof(ptrs), 0)
     if observer is not None:
         observer(ordinal, function, stream, False)
+    code = int(out[0])
+    if code != CUDA_SUCCESS:
+        raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
 
 
 def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,

@@ -142,6 +142,10 @@ def _store(dst_name: str, src_name: str, re: str, im: str) -> str:
 
 
 _copy_sources: dict[tuple[str, str], str] = {}
+# copy layouts by (shape, dst strides, src strides): [one contiguous run, coalesced shape,
+# dst strides, src strides, the kernel's Meta once built (never written after)]
+_copy_layouts: dict[tuple, list] = {}
+_COPY_LAYOUTS = 4096
 _fill_sources: dict[str, str] = {}
 _SLEEP_SOURCE = r"""
 extern "C" __global__ void spin(long long cycles) {
@@ -197,7 +201,7 @@ def _resolve(device: int | None, stream: int | None) -> tuple[int, int]:
     _lazy_init()
     idx = _device._tls_device() if device is None else int(device)
     if stream is None:
-        stream = streams.current_stream(idx).cuda_stream
+        stream = streams.current_stream_handle(idx)
     return idx, int(stream)
 
 
@@ -275,12 +279,20 @@ def copy(dst: int, dst_dtype: Any, dst_strides: list[int], src: int, src_dtype: 
     idx, stream = _resolve(device, stream)
     dst += dst_offset * _DTYPES[dname][1]
     src += src_offset * _DTYPES[sname][1]
-    cshape, (dstr, sstr) = _coalesce(list(shape), list(dst_strides), list(src_strides))
-    if dname == sname and len(cshape) == 1 and dstr[0] == 1 and sstr[0] == 1:
+    key = (tuple(shape), tuple(dst_strides), tuple(src_strides))
+    layout = _copy_layouts.get(key)
+    if layout is None:
+        cshape, (dstr, sstr) = _coalesce(list(shape), list(dst_strides), list(src_strides))
+        layout = [len(cshape) == 1 and dstr[0] == 1 and sstr[0] == 1, cshape, dstr, sstr, None]
+        if len(_copy_layouts) < _COPY_LAYOUTS:
+            _copy_layouts[key] = layout
+    if layout[0] and dname == sname:
         _driver.memcpy_dtod_async(idx, dst, src, n * _DTYPES[dname][1], stream)
         return
     fn = _nvrtc.get_function(_copy_source(dname, sname), "copy_kernel", idx)
-    meta = _meta(n, cshape, dstr, sstr)
+    meta = layout[4]
+    if meta is None:
+        meta = layout[4] = _meta(n, layout[1], layout[2], layout[3])
     _launch(fn, idx, stream, n, [ctypes.c_uint64(dst), ctypes.c_uint64(src), meta])
 
 

@@ -58,6 +58,7 @@ _BLOCK = 256
 _SMALL_INDEX = 1 << 31
 _BLOCK32 = 128
 _UNROLL = 4  # elements per thread in the strided kernels
+_LAYOUTS_PER_PLAN = 256  # strided layouts remembered per plan (the layout cache's bound)
 _NAMES = "abcd"
 
 # dtype name -> (storage C type, compute C type, compute numpy dtype, compute size/align)
@@ -218,6 +219,9 @@ class _Plan:
         self.source = self._source(fields, sig, compute, out, params)
         self.functions: dict[int, tuple[int, ...]] = {}
         self.buffers: dict[int, tuple] = {}
+        # strided launches by layout: (shape, out strides, (shape, strides) per operand)
+        # -> (packed meta bytes, kernel slot, grid); shapes and strides decide all three
+        self.strided: dict[tuple, tuple[bytes, int, int]] = {}
 
     def _source(self, fields, sig, compute, out, params) -> str:
         k = self.kernel
@@ -527,6 +531,19 @@ class Elementwise:
 
     def _launch_strided(self, plan: _Plan, fns, index: int, stream: int, out: Tensor,
                         tensors: list, shape: tuple, n: int, meta, params: int) -> None:
+        key = (shape, out._stride, *[(t._shape, t._stride) for t in tensors])
+        layout = plan.strided.get(key)
+        if layout is None:
+            layout = self._strided_layout(plan, out, tensors, shape, n)
+            if len(plan.strided) < _LAYOUTS_PER_PLAN:
+                plan.strided[key] = layout
+        data, slot, grid = layout
+        ctypes.memmove(meta, data, len(data))
+        _driver.launch_1d(index, fns[slot], grid, _BLOCK, params, stream)
+
+    def _strided_layout(self, plan: _Plan, out: Tensor, tensors: list, shape: tuple,
+                        n: int) -> tuple[bytes, int, int]:
+        """(packed Meta32 or Meta64, kernel slot 2 or 3, grid) of a strided launch."""
         strides = [list(out._stride)] + [expanded_strides(t, shape) for t in tensors]
         sizes, cstrides = coalesce(shape, strides)
         if len(sizes) > MAX_DIMS:
@@ -538,16 +555,12 @@ class Elementwise:
         if n < 2**31 and span < 2**31:
             magic = [_magic(s) for s in sizes]
             flat = [v for op in cstrides for v in (*op, *pad)]
-            plan.meta32.pack_into(meta, 0, len(sizes), *sizes, *pad,
-                                  *[m for m, _ in magic], *pad, *[s for _, s in magic], *pad,
-                                  *flat)
-            grid = -(-n // (_BLOCK * _UNROLL))
-            _driver.launch_1d(index, fns[2], grid, _BLOCK, params, stream)
-            return
+            data = plan.meta32.pack(len(sizes), *sizes, *pad, *[m for m, _ in magic], *pad,
+                                    *[s for _, s in magic], *pad, *flat)
+            return data, 2, -(-n // (_BLOCK * _UNROLL))
         flat = [v for op in cstrides for v in (*op, *pad)]
-        plan.meta64.pack_into(meta, 0, len(sizes), *sizes, *pad, *flat)
-        grid = min(-(-n // _BLOCK), 1 << 20)
-        _driver.launch_1d(index, fns[3], grid, _BLOCK, params, stream)
+        data = plan.meta64.pack(len(sizes), *sizes, *pad, *flat)
+        return data, 3, min(-(-n // _BLOCK), 1 << 20)
 
 
 _kernels: dict = {}

@@ -434,21 +434,17 @@ def _ptr(t: Tensor | None) -> ctypes.c_uint64:
     return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
 
 
-def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor | None = None,
-           *, cast: D.dtype | None = None, correction: float = 0.0, q: float = 0.0) -> None:
-    """Reduce ``x`` over ``axes`` into the contiguous ``out`` (and ``out2``) with reducer
-    ``r``. Outputs hold the kept dims in logical order (keepdim or not). ``cast`` is the
-    dtype values are converted to before accumulating (default: ``x``'s); the kernel
-    sees ``p.n`` (elements per output), ``p.inv_n``, ``p.c`` (``correction``) and
-    ``p.q`` (``q``, a norm's order)."""
-    first = out if out is not None else out2
-    n_out = first.numel()
-    if n_out == 0:
-        return
-    in_name = x.dtype.name
-    cast_name = (cast or x.dtype).name
-    out_name = out.dtype.name if out is not None else "int64"
-    out2_name = out2.dtype.name if out2 is not None else "int64"
+# launch geometries by (shape, strides, axes, index use, itemsize, base alignment, device,
+# outputs): (_Geo, reduced count, block x, block y, grid x, grid y); a _Geo is never
+# written once built
+_geometries: dict[tuple, tuple] = {}
+_GEOMETRIES = 4096
+
+
+def _geometry(r: Reducer, x: Tensor, axes, n_out: int, base: int, idx: int) -> tuple:
+    """The kernel's geometry (coalesced kept/reduced dims, vectorisation, block and grid
+    sizes) for reducing ``x`` over ``axes``; a function of the shapes, strides, the
+    input's alignment and the device's SM count only."""
     kept = [(x._shape[i], x._stride[i]) for i in range(x.dim()) if i not in axes]
     red = [(x._shape[i], x._stride[i]) for i in axes]
     n_red = math.prod(s for s, _ in red)
@@ -470,7 +466,6 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
     g.out_x = int(n_out > 1 and r_inner != 1 and k_inner < r_inner)
     itemsize = x.dtype.itemsize
     vec = max(1, min(16 // itemsize, 8))
-    base = x._storage._data.ptr + x._offset * itemsize
     g.vec = int(not g.out_x and vec > 1 and len(red) == 1 and r_inner == 1
                 and n_red % vec == 0 and base % (vec * itemsize) == 0
                 and all(st % vec == 0 for _, st in kept))
@@ -488,15 +483,42 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
         bx = max(32, min(_np2(-(-units // 8)), _THREADS))
         by = max(1, min(_THREADS // bx, _np2(n_out)))
         o_lanes, r_lanes = by, bx
-    idx = x._storage._data.device_index
     grid_x = -(-groups // o_lanes)
     target = _sm_count(idx) * (2048 // (bx * by))
     grid_y = 1
     if grid_x < target:
         grid_y = max(1, min(-(-target // grid_x), units // (r_lanes * 16), 65535))
+    return g, n_red, bx, by, grid_x, grid_y
+
+
+def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor | None = None,
+           *, cast: D.dtype | None = None, correction: float = 0.0, q: float = 0.0) -> None:
+    """Reduce ``x`` over ``axes`` into the contiguous ``out`` (and ``out2``) with reducer
+    ``r``. Outputs hold the kept dims in logical order (keepdim or not). ``cast`` is the
+    dtype values are converted to before accumulating (default: ``x``'s); the kernel
+    sees ``p.n`` (elements per output), ``p.inv_n``, ``p.c`` (``correction``) and
+    ``p.q`` (``q``, a norm's order)."""
+    first = out if out is not None else out2
+    n_out = first.numel()
+    if n_out == 0:
+        return
+    in_name = x.dtype.name
+    cast_name = (cast or x.dtype).name
+    out_name = out.dtype.name if out is not None else "int64"
+    out2_name = out2.dtype.name if out2 is not None else "int64"
+    itemsize = x.dtype.itemsize
+    base = x._storage._data.ptr + x._offset * itemsize
+    idx = x._storage._data.device_index
+    key = (x._shape, x._stride, tuple(axes), r.uses_index, itemsize, base % 16, idx, n_out)
+    geometry = _geometries.get(key)
+    if geometry is None:
+        geometry = _geometry(r, x, axes, n_out, base, idx)
+        if len(_geometries) < _GEOMETRIES:
+            _geometries[key] = geometry
+    g, n_red, bx, by, grid_x, grid_y = geometry
     p = _P(float(n_red), 1.0 / n_red if n_red else math.inf, float(correction), float(q))
     src = source(r, in_name, cast_name, out_name, out2_name)
-    stream = streams.current_stream(idx).cuda_stream
+    stream = streams.current_stream_handle(idx)
     part = None
     if grid_y > 1:
         part = Tensor._empty((grid_y * n_out * _SLOT_BYTES,), D.uint8, x.device)

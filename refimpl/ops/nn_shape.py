@@ -12,6 +12,8 @@ shapes alone and moved to the input's device.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from refimpl._tensor import Tensor
@@ -44,6 +46,9 @@ def _pad_pairs(pad, ndim: int) -> list:
 
 
 def _constant_pad(input: Tensor, pairs: list, value: float) -> Tensor:
+    if input.is_cuda and _untracked(input) and input.is_contiguous() and pairs and \
+            all(before >= 0 and after >= 0 for _, before, after in pairs):
+        return _fill_and_copy(input, pairs, value)
     out = input
     for dim, before, after in pairs:
         size = out.shape[dim]
@@ -60,6 +65,28 @@ def _constant_pad(input: Tensor, pairs: list, value: float) -> Tensor:
         if before > 0 or after > 0:
             out = cat([parts[0], out, parts[1]], dim)
     return out if out is not input else input.clone()
+
+
+def _untracked(input: Tensor) -> bool:
+    """Whether no autograd (backward or forward mode) watches ``input``'s ops now."""
+    from refimpl._state import FW, STATE
+
+    return not FW.active and not (STATE.grad_enabled and input.requires_grad)
+
+
+def _fill_and_copy(input: Tensor, pairs: list, value: float) -> Tensor:
+    """Non-negative constant padding as one fill of the padded shape and one copy of
+    ``input`` into its interior (the CUDA path outside autograd: two kernels, not the
+    fills and concatenations per dim)."""
+    shape = list(input.shape)
+    for dim, before, after in pairs:
+        shape[dim] += before + after
+    out = input.new_full(shape, value)
+    inner = out
+    for dim, before, _ in pairs:
+        inner = inner.narrow(dim, before, input.shape[dim])
+    inner.copy_(input)
+    return out
 
 
 _NON_CONSTANT_HELP = (
@@ -245,25 +272,38 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0,
     return img if batched else img.squeeze(0)
 
 
-def col2im(cols: Tensor, out_sizes, blocks, kernel, dilation, padding, stride) -> Tensor:
-    """Sum the columns (N, C*prod(kernel), prod(blocks)) of an N-d sliding-block layout
-    into an (N, C, *out_sizes) image: an ``index_add`` of host-computed destinations into
-    the padded image, then a crop of the padding."""
+@functools.lru_cache(maxsize=64)
+def _col2im_dest(c: int, kernel: tuple, blocks: tuple, stride: tuple, dilation: tuple,
+                 padded: tuple) -> np.ndarray:
+    """The flat destination in the padded (C, *padded) image of every column entry
+    (computed from shapes alone, once per geometry; read-only)."""
     n_dims = len(kernel)
-    padded = [max(o + 2 * p, (b - 1) * s + d * (k - 1) + 1) for o, b, k, d, p, s in
-              zip(out_sizes, blocks, kernel, dilation, padding, stride)]
-    per = int(np.prod(kernel))
-    c = cols.shape[1] // per
     grids = np.ix_(np.arange(c), *[np.arange(k) for k in kernel],
                    *[np.arange(b) for b in blocks])
     pos = [grids[1 + n_dims + i] * stride[i] + grids[1 + i] * dilation[i]
            for i in range(n_dims)]
-    dest = np.ravel_multi_index([np.broadcast_to(grids[0], np.broadcast(*grids).shape),
-                                 *[np.broadcast_to(q, np.broadcast(*grids).shape)
-                                   for q in pos]], [c, *padded])
+    shape = np.broadcast(*grids).shape
+    dest = np.ravel_multi_index([np.broadcast_to(grids[0], shape),
+                                 *[np.broadcast_to(q, shape) for q in pos]],
+                                [c, *padded]).reshape(-1)
+    dest.flags.writeable = False
+    return dest
+
+
+def col2im(cols: Tensor, out_sizes, blocks, kernel, dilation, padding, stride) -> Tensor:
+    """Sum the columns (N, C*prod(kernel), prod(blocks)) of an N-d sliding-block layout
+    into an (N, C, *out_sizes) image: an ``index_add`` of host-computed destinations into
+    the padded image, then a crop of the padding."""
+    padded = [max(o + 2 * p, (b - 1) * s + d * (k - 1) + 1) for o, b, k, d, p, s in
+              zip(out_sizes, blocks, kernel, dilation, padding, stride)]
+    per = int(np.prod(kernel))
+    c = cols.shape[1] // per
+    dest = _col2im_dest(c, tuple(int(k) for k in kernel), tuple(int(b) for b in blocks),
+                        tuple(int(s) for s in stride), tuple(int(d) for d in dilation),
+                        tuple(padded))
     n = cols.shape[0]
     img = cols.new_zeros((n, c * int(np.prod(padded)))).index_add(
-        1, _index(dest.reshape(-1), cols), cols.reshape(n, -1))
+        1, _index(dest, cols), cols.reshape(n, -1))
     img = img.reshape(n, c, *padded)
     crop = tuple(slice(p, p + o) for p, o in zip(padding, out_sizes))
     return img[(slice(None), slice(None), *crop)]

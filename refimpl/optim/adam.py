@@ -5,7 +5,7 @@ torch's other implementations of the same arithmetic: accepted, same results."""
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
-from refimpl.optim import _capturable, _cpu_update
+from refimpl.optim import _capturable, _cpu_update, _cuda_update
 from refimpl.optim.optimizer import (
     Optimizer,
     check_fused,
@@ -114,6 +114,15 @@ class Adam(Optimizer):
                     _cpu_update.adam(p, p.grad, state, lr, beta1, beta2, eps, weight_decay,
                                      group["decoupled_weight_decay"], group["amsgrad"],
                                      group["maximize"])
+                    continue
+                if not group.get("differentiable") and state["step"].device.type == "cpu" and \
+                        (not group["amsgrad"] or "max_exp_avg_sq" in state) and \
+                        _cuda_update.plain(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
+                                           state.get("max_exp_avg_sq") if group["amsgrad"]
+                                           else None):
+                    _cuda_update.adam(p, p.grad, state, lr, beta1, beta2, eps, weight_decay,
+                                      group["decoupled_weight_decay"], group["amsgrad"],
+                                      group["maximize"])
                     continue
                 grad = grad_of(p, group["maximize"])
                 step_t = state["step"]

@@ -7,7 +7,7 @@ implementations of the same arithmetic, so refimpl accepts them and computes the
 from __future__ import annotations
 
 from refimpl._tensor import Tensor
-from refimpl.optim import _capturable, _cpu_update
+from refimpl.optim import _capturable, _cpu_update, _cuda_update
 from refimpl.optim.optimizer import (
     Optimizer,
     check_fused,
@@ -75,6 +75,11 @@ class SGD(Optimizer):
                         _cpu_update.plain(p, p.grad, buf):
                     _cpu_update.sgd(p, p.grad, buf, lr, momentum, dampening, weight_decay,
                                     nesterov, group["maximize"])
+                    continue
+                if not group.get("differentiable") and (momentum == 0 or buf is not None) and \
+                        _cuda_update.plain(p, p.grad, buf):
+                    _cuda_update.sgd(p, p.grad, buf, lr, momentum, dampening, weight_decay,
+                                     nesterov, group["maximize"])
                     continue
                 grad = grad_of(p, group["maximize"])
                 if weight_decay != 0:
