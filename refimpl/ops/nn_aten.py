@@ -178,9 +178,12 @@ def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, paddin
                                      _PADDING[padding_mode], align_corners)
 
 
-def _aa_weights(in_size: int, out_size: int, align_corners: bool, opt_scale):
+def _aa_weights(in_size: int, out_size: int, align_corners: bool, opt_scale,
+                rounded=None):
     """The (out, in) matrix of antialiased bilinear interpolation along one dim: a triangle
-    filter widened by the downscaling factor, each row normalised to sum 1."""
+    filter widened by the downscaling factor, each row normalised to sum 1. ``rounded``
+    (a numpy float16/bfloat16 type): the weights as torch's CUDA kernel keeps them in that
+    type, each tap rounded, then divided by the row's total rounded to it too."""
     import numpy as np
 
     if align_corners:
@@ -195,7 +198,10 @@ def _aa_weights(in_size: int, out_size: int, align_corners: bool, opt_scale):
         lo = max(int(center - support + 0.5), 0)
         hi = min(int(center + support + 0.5), in_size)
         taps = np.clip(1 - np.abs((np.arange(lo, hi) - center + 0.5) * invscale), 0, None)
-        if taps.sum():
+        if taps.sum() and rounded is not None:
+            total = np.float32(taps.sum()).astype(rounded).astype(np.float32)
+            w[i, lo:hi] = (taps.astype(rounded).astype(np.float32) / total).astype(rounded)
+        elif taps.sum():
             w[i, lo:hi] = taps / taps.sum()
     return w
 
@@ -219,6 +225,19 @@ def upsample_bilinear2d_aa(input: Tensor, output_size=None, align_corners: bool 
     if output_size is None:
         output_size = (int(in_h * scales_h), int(in_w * scales_w))
     out_h, out_w = output_size
+    if input.is_cuda and input.dtype in (D.float16, D.bfloat16):
+        # torch's CUDA kernel keeps the weights and each output's row results in the
+        # input's type: the width pass is summed in float32 and rounded, then the height pass
+        import ml_dtypes
+        import numpy as np
+
+        kind = np.float16 if input.dtype is D.float16 else ml_dtypes.bfloat16
+        wh = tensor(_aa_weights(in_h, out_h, align_corners, scales_h, kind),
+                    dtype=D.float32, device=input.device)
+        ww = tensor(_aa_weights(in_w, out_w, align_corners, scales_w, kind).T,
+                    dtype=D.float32, device=input.device)
+        rows = input.float().matmul(ww).to(input.dtype).float()
+        return wh.matmul(rows).to(input.dtype)
     # float64 sums, rounded once: within torch's float32 rounding of its own sums
     wide = D.float64 if input.dtype in (D.float32, D.float64) else D.float32
     wh = tensor(_aa_weights(in_h, out_h, align_corners, scales_h), dtype=wide,
