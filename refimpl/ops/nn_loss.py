@@ -161,11 +161,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         terms = logp * target
         if weight is not None:
             terms = terms * weight.reshape(_class_shape(input, dim))
-        losses = -terms.sum(dim)
+        # torch sums every term at once for "mean" and "sum" (one rounding in float16)
         if reduction == "mean":
-            return losses.sum() / (input.numel() // max(classes, 1)) if input.numel() \
-                else losses.sum() / 0.0
-        return _reduce(losses, reduction)
+            return -terms.sum() / (input.numel() // max(classes, 1)) if input.numel() \
+                else -terms.sum() / 0.0
+        if reduction == "sum":
+            return -terms.sum()
+        return -terms.sum(dim)
     logp = input.log_softmax(dim)
     loss = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if label_smoothing <= 0.0:
