@@ -408,7 +408,8 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
-    return _reduce((d_pos - d_neg + margin).clamp_min(0), reduction)
+    # torch's order, ``(margin + d_pos) - d_neg``: float16 rounds after each step
+    return _reduce((d_pos + margin - d_neg).clamp_min(0), reduction)
 
 
 @composite("poisson_nll_loss")
