@@ -57,7 +57,10 @@ extern "C" __global__ void scan_kernel(const IN* x, OUT* out, long long* idx, SG
   } }
 """
 
-# torch's innermost-dim scan order (one line per thread, the chunk in local memory)
+# torch's innermost-dim scan order, one line per thread: element k of a chunk folds, for
+# each set bit L of k (ascending), the tree value of the aligned 2^L block just before it
+# (its lower half at that stage); ``blk[L]`` keeps the latest completed block of each size
+# (a block of size 2^(L+1) ending at k is k's partial fold while k's low bits are all set)
 _TREE_BODY = r"""
 struct SGeo { long long n_lines, n, in_step, out_step; int kdim;
   long long ksize[8], kin[8], kout[8]; };
@@ -69,19 +72,22 @@ extern "C" __global__ void tree_scan_kernel(const IN* x, OUT* out, SGeo g, int c
   for (int k = g.kdim - 1; k >= 0; --k) {
     long long c = k ? l % g.ksize[k] : l; l /= g.ksize[k];
     xi += c * g.kin[k]; oi += c * g.kout[k]; }
-  ACC buf[1024]; ACC total = INIT;
+  ACC total = INIT, blk[11];
   for (long long c0 = 0; c0 < g.n; c0 += chunk) {
-    for (int k = 0; k < chunk; ++k)
-      buf[k] = c0 + k < g.n ? r_load(x[xi + (c0 + k) * g.in_step]) : INIT;
-    buf[0] = ROUND(join(buf[0], total));
-    for (int s = 1; s <= chunk / 2; s <<= 1)
-      for (int t = 0; t < chunk / 2; ++t) {
-        int a = (t / s) * (2 * s) + s;
-        buf[a + t % s] = ROUND(join(buf[a + t % s], buf[a - 1])); }
-    for (int k = 0; k < chunk && c0 + k < g.n; ++k)
-      out[oi + (c0 + k) * g.out_step] = to_out(buf[k]);
-    total = buf[chunk - 1];
-  } }
+    for (int k = 0; k < chunk && c0 + k < g.n; ++k) {
+      ACC v = r_load(x[xi + (c0 + k) * g.in_step]);
+      if (k == 0) v = ROUND(join(v, total));
+      ACC fresh[11]; fresh[0] = v; int top = 0; bool run = true;
+      for (int L = 0; L < 10; ++L) {
+        if ((k >> L) & 1) {
+          v = ROUND(join(v, blk[L]));
+          if (run) { fresh[L + 1] = v; top = L + 1; }
+        } else {
+          run = false; } }
+      for (int L = 0; L <= top; ++L) blk[L] = fresh[L];
+      out[oi + (c0 + k) * g.out_step] = to_out(v);
+      if (k == chunk - 1) total = v;
+    } } }
 """
 _TREE_RULES = {"cumsum": ("acc = acc + v;", "ACC_ZERO"), "cumprod": ("acc = acc * v;", "ACC_ONE")}
 
