@@ -225,8 +225,9 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
 def _group_norm_cuda_reduced(input, x, g, mean, var, weight, bias, eps, shape) -> Tensor:
     """torch's CUDA group norm of float16/bfloat16: the statistics are computed in float32
     but kept in the input's type (its mean and rstd outputs) unless the weight or bias is
-    float32, so both are rounded to it before use; with a weight or bias and more than one element per channel the output is
-    ``a * x + b`` with ``a = rstd * weight`` and ``b = bias - a * mean`` per channel."""
+    float32, so both are rounded to it before use; with a weight or bias and more than
+    one element per channel the output is ``a * x + b`` with ``a = rstd * weight`` and
+    ``b = bias - a * mean`` per channel."""
     dt = input.dtype
     n, groups = g.shape[0], g.shape[1]
     rstd = (var + eps).rsqrt()
