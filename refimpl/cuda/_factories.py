@@ -1,17 +1,22 @@
 """CUDA kernels of the range factories: arange, linspace, logspace, eye.
 
-Values are computed on the device in the accumulation type of the dtype (float for
-float32/float16/bfloat16, double for float64, int64 for an integer arange), as torch's
-CUDA kernels do: ``arange`` is ``start + i * step``; ``linspace`` fills its first half
-from ``start`` and its second half from ``end`` (``end - (steps - 1 - i) * step``) so
-that both ends are exact (integer outputs: computed in float, then truncated);
-``logspace`` is ``base`` to the power of the same sequence.
-``eye`` is a fill of zeros and a fill of ones through the diagonal view.
+``arange`` is ``start + i * step`` computed in the accumulation type of the dtype (float
+for float32/float16/bfloat16, double for float64, int64 for an integer dtype), as torch's
+CUDA kernel does. ``linspace`` fills its first half from ``start`` and its second half
+from ``end`` (``end - (steps - 1 - i) * step``) so that both ends are exact; like torch's
+CUDA kernel it computes in the output's own floating type, rounding every intermediate
+(the bounds, the step, each product and sum) to float16/bfloat16 for those dtypes, and
+for an integer dtype in float from the bounds truncated to integers, the value then
+truncated. ``logspace`` is ``base`` to the power of the same sequence (float ``pow`` for
+the half and integer dtypes). ``eye`` is a fill of zeros and a fill of ones through the
+diagonal view.
 """
 
 from __future__ import annotations
 
 import ctypes
+
+import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._device import device
@@ -19,18 +24,30 @@ from refimpl._tensor import Tensor
 from refimpl.cuda import _index, _kernels, _nvrtc, streams
 
 _RANGE = r"""
-extern "C" __global__ void range_kernel(T* out, long long n, double start, double end,
-                                        double step, double base, int kind) {
+extern "C" __global__ void range_kernel(T* out, long long n, double start, double step) {
+  GRID_LOOP(i, n) { out[i] = st((A)((A)start + (A)i * (A)step)); } }
+"""
+# linspace (kind 1) and logspace (kind 2) of a floating dtype: every operation of torch's
+# kernel is one of the output type, so ``R`` rounds each intermediate to it (a no-op for
+# float32 and float64)
+_SPACE = r"""
+__device__ __forceinline__ A R(A x) { return ld(st(x)); }
+extern "C" __global__ void space_kernel(T* out, long long n, double start, double end,
+                                        double base, int kind) {
+  A s = R((A)start), e = R((A)end), b = R((A)base);
+  A step = R(R(e - s) / R((A)(n - 1)));
   GRID_LOOP(i, n) {
-    if (kind == 0) {            /* arange */
-      out[i] = st((A)((A)start + (A)i * (A)step));
-    } else {                    /* linspace (1) and logspace (2) */
-      long long half = n / 2; C v;
-      if (i < half) v = (C)start + (C)step * (C)i;
-      else v = (C)end - (C)step * (C)(n - i - 1);
-      if (kind == 2) v = (C)pow(base, (double)v);
-      out[i] = st((A)v);
-    } } }
+    A v = i < n / 2 ? R(s + R(step * R((A)i))) : R(e - R(step * R((A)(n - i - 1))));
+    out[i] = kind == 2 ? st(pow(b, v)) : st(v); } }
+"""
+# integer dtypes: the bounds are integers, the step and each value a float, truncated
+_INT_SPACE = r"""
+extern "C" __global__ void int_space_kernel(T* out, long long n, long long s, long long e,
+                                            float base, int kind) {
+  float step = (kind == 2 ? (float)(e - s) : (float)e - (float)s) / (float)(n - 1);
+  GRID_LOOP(i, n) {
+    float v = i < n / 2 ? (float)s + step * (float)i : (float)e - step * (float)(n - i - 1);
+    out[i] = (T)(long long)(kind == 2 ? powf(base, v) : v); } }
 """
 _INT_RANGE = r"""
 extern "C" __global__ void int_range_kernel(T* out, long long n, long long start,
@@ -45,10 +62,8 @@ def _launch(out: Tensor, kernel: str, source: str, args: list) -> Tensor:
         return out
     dev = out._storage.device.index
     name = _kernels._name(out.dtype)
-    # integer outputs compute in float, as torch's CUDA kernel does (its step is a float)
-    compute = "float" if out.dtype.category < 2 else "A"
-    fn = _nvrtc.get_function(_kernels._PRELUDE + _index.dtype_defs(name)
-                             + f"typedef {compute} C;\n" + source, kernel, dev)
+    fn = _nvrtc.get_function(_kernels._PRELUDE + _index.dtype_defs(name) + source, kernel,
+                             dev)
     ptr = out._storage._data.ptr
     _kernels._launch(fn, dev, streams.current_stream(dev).cuda_stream, n,
                      [ctypes.c_uint64(ptr), ctypes.c_longlong(n), *args])
@@ -71,24 +86,33 @@ def arange(n: int, start, step, dtype: D.dtype, dev: device) -> Tensor:
                        [ctypes.c_longlong(int(start)), ctypes.c_longlong(int(step))])
     if dtype.is_complex:
         raise NotImplementedError("refimpl has no CUDA arange for complex dtypes")
-    return _launch(out, "range_kernel", _RANGE,
-                   [ctypes.c_double(start), ctypes.c_double(0), ctypes.c_double(step),
-                    ctypes.c_double(0), ctypes.c_int(0)])
+    return _launch(out, "range_kernel", _RANGE, [ctypes.c_double(start), ctypes.c_double(step)])
 
 
 def linspace(start, end, steps: int, dtype: D.dtype, dev: device, base=None) -> Tensor:
     """``steps`` evenly spaced values (``base ** value`` for logspace)."""
+    from refimpl.cuda import _tensor_ops
+
     if dtype.is_complex:
         raise NotImplementedError("refimpl has no CUDA linspace/logspace for complex dtypes")
-    out = _out(steps, dtype, dev)
-    if dtype.category < 2:  # the ends are converted to the integer dtype first
-        start, end = int(start), int(end)
-    if steps == 1:  # the one value is ``start`` (the kernel's second half counts from end)
-        end = start
-    step = (end - start) / (steps - 1) if steps > 1 else 0.0
     kind = 1 if base is None else 2
-    return _launch(out, "range_kernel", _RANGE,
-                   [ctypes.c_double(start), ctypes.c_double(end), ctypes.c_double(step),
+    if dtype is D.bool_:
+        name = "linspace_cuda" if base is None else "logspace_cuda"
+        raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
+    out = _out(steps, dtype, dev)
+    if steps == 1:  # torch fills the one value: start, or base ** start in double
+        if out.numel():
+            if base is not None:
+                with np.errstate(all="ignore"):
+                    start = float(np.power(np.float64(base), np.float64(start)))
+            _tensor_ops.fill_(out, start)
+        return out
+    if dtype.category < 2:
+        return _launch(out, "int_space_kernel", _INT_SPACE,
+                       [ctypes.c_longlong(int(start)), ctypes.c_longlong(int(end)),
+                        ctypes.c_float(0 if base is None else base), ctypes.c_int(kind)])
+    return _launch(out, "space_kernel", _SPACE,
+                   [ctypes.c_double(start), ctypes.c_double(end),
                     ctypes.c_double(0 if base is None else base), ctypes.c_int(kind)])
 
 

@@ -273,20 +273,27 @@ template<class T> DI T r_lerp(T a, T b, T w) {
 template<class T> DI cplx<T> r_lerp(cplx<T> a, cplx<T> b, cplx<T> w) {
   cplx<T> d = b - a; return r_abs(w) < 0.5 ? a + w * d : b - d * (1 - w); }
 template<class T> DI T r_lgamma(T x) { return (isinf(x)) ? (T)INFINITY : lgamma(x); }
+// torch's CUDA digamma: the reflection term in double from the fractional part, recurrence
+// up to 10 (exactly 10 gives psi(10) plus the sum), then the asymptotic series in z = 1/x^2
 template<class T> DI T r_digamma(T x) {
   if (x == 0) return copysign((T)INFINITY, -x);
-  if (x != x || x == (T)INFINITY) return x;
   T acc = 0;
   if (x < 0) {
-    if (x == floor(x)) return (T)NAN;
-    // reflection: psi(1 - x) - psi(x) = pi / tan(pi x)
-    T fr = fmod(x, (T)1);
-    acc = -(T)R_PI / tan((T)R_PI * fr); x = 1 - x; }
-  while (x < 6) { acc -= 1 / x; x += 1; }
-  T inv2 = 1 / (x * x);
-  T s = inv2 * ((T)(1.0 / 12) - inv2 * ((T)(1.0 / 120) - inv2 * ((T)(1.0 / 252) - inv2 *
-      ((T)(1.0 / 240) - inv2 * ((T)(1.0 / 132) - inv2 * ((T)(691.0 / 32760) - inv2 / 12))))));
-  return acc + log(x) - (T)0.5 / x - s; }
+    if (x == trunc(x)) return (T)NAN;
+    double whole, fr = modf((double)x, &whole);
+    acc = (T)(-R_PI / tan(R_PI * fr)); x = 1 - x; }
+  while (x < 10) { acc -= 1 / x; x += 1; }
+  if (x == 10) return acc + (T)2.25175258906672110764;
+  T series = 0;
+  if (x < (T)1.0e17) {
+    const T c[7] = {(T)8.33333333333333333333E-2, (T)-2.10927960927960927961E-2,
+                    (T)7.57575757575757575758E-3, (T)-4.16666666666666666667E-3,
+                    (T)3.96825396825396825397E-3, (T)-8.33333333333333333333E-3,
+                    (T)8.33333333333333333333E-2};
+    T z = 1 / (x * x), p = 0;
+    for (int i = 0; i < 7; ++i) p = p * z + c[i];
+    series = z * p; }
+  return log(x) - (T)0.5 / x - series + acc; }
 template<class T> DI T r_trigamma(T x) {
   T sign = 1, result = 0;
   if (x < (T)0.5) { sign = -1; T s = sin((T)R_PI * x);

@@ -59,7 +59,10 @@ def _masked_fill_cuda(self: Tensor, mask: Tensor, value) -> Tensor:
     from refimpl.cuda import _index_ops
 
     shape = _masked_fill_check(self, mask, value)
-    if not isinstance(value, Tensor):
+    if isinstance(value, Tensor):
+        if value.dtype is not self.dtype:  # torch fills value.item(): a checked conversion
+            check_scalar_fits(value.item(), self.dtype)
+    else:
         check_scalar_fits(value, self.dtype)
         if isinstance(value, complex) and not self.dtype.is_complex:
             value = value.real
@@ -105,14 +108,27 @@ masked_fill_tensor_ = inplace_of(masked_fill_tensor)
 masked_fill_scalar_.extra["method"] = masked_fill_tensor_.extra["method"] = False
 
 
+def _cuda_value_check(self: Tensor, value) -> None:
+    """torch's CUDA kernel of a tensor value, reached when only ``value`` is on CUDA: it
+    accepts a CPU value for a CUDA ``self``, never the converse."""
+    if isinstance(value, Tensor) and value.device.type == "cuda" and \
+            self.device.type != "cuda":
+        if value.dim():
+            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.dim()} dimension(s).")
+        raise RuntimeError("masked_fill_: Expected inputs to be on same device")
+
+
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """A copy with ``value`` (a number or 0-dim tensor) where the bool ``mask`` is True."""
+    _cuda_value_check(input, value)
     op = masked_fill_tensor if isinstance(value, Tensor) else masked_fill_scalar
     return op(input, mask, value)
 
 
 def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     """In-place ``masked_fill`` (``mask`` must broadcast to ``self``'s shape)."""
+    _cuda_value_check(self, value)
     op = masked_fill_tensor_ if isinstance(value, Tensor) else masked_fill_scalar_
     return op(self, mask, value)
 

@@ -200,6 +200,41 @@ def _aa_weights(in_size: int, out_size: int, align_corners: bool, opt_scale):
     return w
 
 
+def _aa_weights_f32(in_size: int, out_size: int, align_corners: bool, opt_scale, kind):
+    """``_aa_weights`` as torch's single-precision kernels compute them (its CUDA kernel's
+    order; its CPU float32 results agree): the scale, centers, spans and taps in float32
+    arithmetic, each tap kept in ``kind`` (the input's numpy type) and divided by the row's
+    float32 total converted to ``kind``."""
+    import numpy as np
+
+    f = np.float32
+    if align_corners:
+        scale = f(in_size - 1) / f(out_size - 1) if out_size > 1 else f(0)
+    else:
+        scale = f(1.0 / opt_scale) if opt_scale is not None and opt_scale > 0 else \
+            f(in_size) / f(out_size)
+    support = scale if scale >= 1 else f(1)
+    invscale = f(1.0 / float(scale)) if scale >= 1 else f(1)
+    w = np.zeros((out_size, in_size), dtype=np.float64)
+    for i in range(out_size):
+        center = f(scale * f(i + 0.5))
+        lo = max(int(f(f(center - support) + f(0.5))), 0)
+        size = min(int(f(f(center + support) + f(0.5))), in_size) - lo
+        offset = f(f(lo) - center)
+        taps, total = [], f(0)
+        for j in range(size):
+            a = abs(f(f(f(j) + offset) + f(0.5)) * invscale)
+            tap = f(f(1) - a) if a < 1 else f(0)
+            taps.append(tap)
+            total = f(total + tap)
+        for j, tap in enumerate(taps):
+            kept = kind(tap)
+            if total != 0:
+                kept = kind(f(f(kept) / f(kind(total))))
+            w[i, lo + j] = float(kept)
+    return w
+
+
 def upsample_bilinear2d_aa(input: Tensor, output_size=None, align_corners: bool = False,
                            *scales, scales_h=None, scales_w=None, scale_factors=None) -> Tensor:
     """Antialiased bilinear resizing of the last two dims of a 4-d input (both of torch's
@@ -219,6 +254,20 @@ def upsample_bilinear2d_aa(input: Tensor, output_size=None, align_corners: bool 
     if output_size is None:
         output_size = (int(in_h * scales_h), int(in_w * scales_w))
     out_h, out_w = output_size
+    if input.dtype is D.float32 or (input.is_cuda and input.dtype in (D.float16, D.bfloat16)):
+        # torch's kernel: float32 weights kept in the input's type, the width pass summed
+        # in float32 and stored in the input's type, then the height pass
+        import ml_dtypes
+        import numpy as np
+
+        kind = {D.float32: np.float32, D.float16: np.float16}.get(input.dtype,
+                                                                    ml_dtypes.bfloat16)
+        wh = tensor(_aa_weights_f32(in_h, out_h, align_corners, scales_h, kind),
+                    dtype=D.float32, device=input.device)
+        ww = tensor(_aa_weights_f32(in_w, out_w, align_corners, scales_w, kind).T,
+                    dtype=D.float32, device=input.device)
+        rows = input.float().matmul(ww).to(input.dtype).float()
+        return wh.matmul(rows).to(input.dtype)
     # float64 sums, rounded once: within torch's float32 rounding of its own sums
     wide = D.float64 if input.dtype in (D.float32, D.float64) else D.float32
     wh = tensor(_aa_weights(in_h, out_h, align_corners, scales_h), dtype=wide,

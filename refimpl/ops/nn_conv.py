@@ -264,6 +264,10 @@ def conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_
     if reduced:  # as cuDNN: accumulated in float32, rounded once (then the bias is added)
         w, xg = w.float(), xg.float()
     cols = w.matmul(xg).reshape(batch, groups * cols_per, _prod(spatial))
+    if reduced and any(o >= s for o, s in zip(out_pad, stride)):
+        # an output padding as large as the stride is not cuDNN's: torch's slow transposed
+        # convolution keeps its GEMM's columns in the input's type before col2im sums them
+        cols = cols.to(x.dtype).float()
     out = col2im(cols, out_sizes, spatial, kernel, dilation, pads, stride)
     if reduced:
         out = out.to(x.dtype)

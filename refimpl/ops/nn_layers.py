@@ -17,6 +17,7 @@ import math
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.autograd.grad_mode import is_grad_enabled
 from refimpl.ops.nn_attention_kernel import sdpa_fused
 from refimpl.ops.nn_attention_kernel import use_fused as use_fused_sdpa
 from refimpl.ops.nn_conv import _c_name
@@ -197,8 +198,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     if max_norm is not None:
         _check_indices(input, "embedding_renorm_", 2)
     _check_indices(input)
-    if sparse:
-        raise NotImplementedError("refimpl has no sparse tensors: embedding(sparse=True)")
+    if sparse and weight.requires_grad and is_grad_enabled():
+        # the output is dense either way; only the gradient of weight is a sparse tensor
+        raise NotImplementedError("refimpl has no sparse tensors: embedding(sparse=True) with "
+                                  "a weight that requires grad (its gradient is sparse)")
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
     out = weight.index_select(0, input.reshape(-1)).reshape(*input.shape, weight.shape[-1])

@@ -161,11 +161,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         terms = logp * target
         if weight is not None:
             terms = terms * weight.reshape(_class_shape(input, dim))
-        losses = -terms.sum(dim)
+        # torch sums every term at once for "mean" and "sum" (one rounding in float16)
         if reduction == "mean":
-            return losses.sum() / (input.numel() // max(classes, 1)) if input.numel() \
-                else losses.sum() / 0.0
-        return _reduce(losses, reduction)
+            return -terms.sum() / (input.numel() // max(classes, 1)) if input.numel() \
+                else -terms.sum() / 0.0
+        if reduction == "sum":
+            return -terms.sum()
+        return -terms.sum(dim)
     logp = input.log_softmax(dim)
     loss = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if label_smoothing <= 0.0:
@@ -406,7 +408,8 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
-    return _reduce((d_pos - d_neg + margin).clamp_min(0), reduction)
+    # torch's order, ``(margin + d_pos) - d_neg``: float16 rounds after each step
+    return _reduce((d_pos + margin - d_neg).clamp_min(0), reduction)
 
 
 @composite("poisson_nll_loss")

@@ -214,10 +214,39 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     x = _upcast(input)
     g = x.reshape(n, num_groups, x.numel() // max(n * num_groups, 1))
     var, mean = var_mean(g, -1, correction=0, keepdim=True)
-    out = ((g - mean) * (var + eps).rsqrt()).reshape(input.shape)
     shape = [1] * input.dim()
     shape[1] = c
+    if input.is_cuda and input.dtype in _REDUCED:
+        return _group_norm_cuda_reduced(input, x, g, mean, var, weight, bias, eps, shape)
+    out = ((g - mean) * (var + eps).rsqrt()).reshape(input.shape)
     return _affine(out, weight, bias, shape).to(input.dtype)
+
+
+def _group_norm_cuda_reduced(input, x, g, mean, var, weight, bias, eps, shape) -> Tensor:
+    """torch's CUDA group norm of float16/bfloat16: the statistics are computed in float32
+    but kept in the input's type (its mean and rstd outputs) unless the weight or bias is
+    float32, so both are rounded to it before use; with a weight or bias and more than
+    one element per channel the output is ``a * x + b`` with ``a = rstd * weight`` and
+    ``b = bias - a * mean`` per channel."""
+    dt = input.dtype
+    n, groups = g.shape[0], g.shape[1]
+    rstd = (var + eps).rsqrt()
+    if all(p is None or p.dtype is dt for p in (weight, bias)):  # float32 params: float stats
+        mean, rstd = mean.to(dt).float(), rstd.to(dt).float()
+    spatial = x.numel() // max(n * shape[1], 1)
+    if (weight is None and bias is None) or spatial == 1:
+        out = ((g - mean) * rstd).reshape(input.shape)
+        return _affine(out, None if weight is None else weight.float(),
+                       None if bias is None else bias.float(), shape).to(dt)
+    per = shape[1] // groups  # channels per group
+    mean_c = mean.reshape(n, groups, 1).expand(n, groups, per).reshape(n, shape[1])
+    rstd_c = rstd.reshape(n, groups, 1).expand(n, groups, per).reshape(n, shape[1])
+    a = rstd_c if weight is None else rstd_c * weight.float()
+    b = -a * mean_c
+    if bias is not None:
+        b = b + bias.float()
+    cshape = [n, shape[1]] + [1] * (input.dim() - 2)
+    return (a.reshape(cshape) * x + b.reshape(cshape)).to(dt)
 
 
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,

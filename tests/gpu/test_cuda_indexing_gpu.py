@@ -305,6 +305,23 @@ def test_range_factories(dtype):
     same(outs[0], outs[1], exact=dtype == "int64")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int64"])
+def test_space_factories_round_as_torch(dtype):
+    """linspace/logspace of a half or integer dtype agree exactly: torch's CUDA kernel rounds
+    every intermediate to the half type, and an integer space truncates its bounds, steps
+    in float and truncates each value; one step is a fill of the start (or base ** start)."""
+    grid = [(-2.0, 50, 50), (0, 1, 11), (1.5, -7.25, 7), (10, 3, 4), (0.1, 0.7, 6), (-5, 5, 51),
+            (4, 50, 1), (-3, 0, 2)]
+    for fn in ("linspace", "logspace"):
+        outs = [[getattr(lib, fn)(a, b, n, dtype=getattr(lib, dtype), device="cuda")
+                 for a, b, n in grid if fn == "linspace" or abs(a) + abs(b) < 12]
+                for lib in (t, torch)]
+        same(outs[0], outs[1])
+    outs = [lib.logspace(0, 6, 7, base=2, dtype=getattr(lib, dtype), device="cuda")
+            for lib in (t, torch)]
+    same(outs[0], outs[1])
+
+
 # -- backward on the GPU -----------------------------------------------------------------------
 
 def test_backward_of_gather_index_cat_index_select_on_cuda():

@@ -261,6 +261,17 @@ def test_scans_and_softmax_match_torch(op, dim, layout, dtype):
     _compare(lambda L, x: SCANS[op](L, x, dim), r, q, dtype)
 
 
+@pytest.mark.parametrize("shape", [(5, 10, 5), (50, 5), (7, 32), (4, 33), (3, 100), (2, 1000)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_reduced_scans_along_last_dim_in_torchs_order(op, dtype, shape):
+    """float16/bfloat16 cumsum/cumprod along the last dim of several rows round as torch's
+    kernel does (chunked Sklansky tree per row): the values agree exactly."""
+    r, q = pair(host(shape, dtype, 5, "near_one" if op == "cumprod" else "normal"), dtype)
+    got, expected = getattr(t, op)(r, -1), getattr(torch, op)(q, -1)
+    np.testing.assert_array_equal(to_np(got), to_np(expected))
+
+
 @pytest.mark.parametrize("shape,dim", [((1 << 22,), None), ((3, 200003), 1), ((200003, 3), 0),
                                        ((4096, 4096), 0), ((4096, 4096), 1), ((513, 1025), None)])
 @pytest.mark.parametrize("op", ["sum", "mean", "amax", "var", "norm_2", "logsumexp"])
