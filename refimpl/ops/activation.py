@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl.ops import _special
+from refimpl.ops import _cpu_gelu, _special
 from refimpl.ops._pointwise import (
     FLOATING,
     INEXACT,
@@ -227,6 +227,8 @@ def _gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1 + np.tanh(inner))
+    if x.dtype == np.float32 and x.ndim and _cpu_gelu.finite(x):
+        return x * _cpu_gelu.normal_cdf(x)
     x64 = x.astype(np.float64)
     return (0.5 * x64 * (1 + _special.erf(x64 / _SQRT_2))).astype(x.dtype)
 
