@@ -2,11 +2,10 @@
 autograd node ``MaxPool2DWithIndicesBackward0`` as torch's) and its backward
 ``_max_pool2d_fused_backward``, used by ``nn_pool.max_pool2d`` for float32/float64.
 
-CPU: the padded input's windows as one strided view, one copy into (..., out, kernel)
-rows, one ``argmax`` (the first maximum wins; a window holding NaN takes its last NaN, as
-torch's kernel does); the
-indices follow from the argmax arithmetically; the backward sums the gradient into the
-input with one ``bincount``. CUDA: the composed path of ``nn_pool._max_pool_composed`` (its
+CPU: one strided view of the padded input per window position, folded into the running
+maximum in window order (the first maximum wins; a window holding NaN takes its last NaN,
+as torch's kernel does), the winning position's index offset kept alongside; the
+backward sums the gradient into the input with one ``bincount``. CUDA: the composed path of ``nn_pool._max_pool_composed`` (its
 ``index_select``/``max``/``gather`` kernels) and a ``scatter_add`` for the backward, under
 no_grad; no CPU fallback. Double backward uses the differentiable ``scatter_add``.
 """
@@ -42,20 +41,29 @@ def _cpu(input, k, s, p, d, out):
         xp[..., p[0]:p[0] + sizes[0], p[1]:p[1] + sizes[1]] = xa
     else:
         xp = xa
-    st = xp.strides
-    win = np.lib.stride_tricks.as_strided(
-        xp, (*lead, *out, *k),
-        (*st[:-2], st[-2] * s[0], st[-1] * s[1], st[-2] * d[0], st[-1] * d[1]),
-        writeable=False).reshape(*lead, *out, k[0] * k[1])
-    arg = win.argmax(-1)
-    values = np.take_along_axis(win, arg[..., None], -1)[..., 0]
-    nan = np.isnan(values)
-    if nan.any():  # torch's kernel takes the last NaN of a window
-        last = win.shape[-1] - 1 - np.isnan(win[..., ::-1]).argmax(-1)
-        arg = np.where(nan, last, arg)
-    rows = np.arange(out[0]).reshape(-1, 1) * s[0] + (arg // k[1]) * d[0] - p[0]
-    cols = np.arange(out[1]) * s[1] + (arg % k[1]) * d[1] - p[1]
-    return values, (rows * sizes[1] + cols).astype(np.int64)
+    # one strided (lead, out) view per window position, in window order; a later position
+    # wins when strictly greater (the first maximum stays) or NaN (the last NaN stays)
+    nan_free = not np.isnan(np.add.reduce(xa, axis=None))
+    values = offset = None
+    for i in range(k[0]):
+        for j in range(k[1]):
+            r0, c0 = i * d[0], j * d[1]
+            view = xp[..., r0:r0 + (out[0] - 1) * s[0] + 1:s[0],
+                      c0:c0 + (out[1] - 1) * s[1] + 1:s[1]]
+            here = r0 * sizes[1] + c0
+            if values is None:
+                values = view.copy()
+                offset = np.full(values.shape, here, np.int64)
+                continue
+            better = np.greater(view, values)
+            if not nan_free:
+                better |= np.isnan(view)
+            np.copyto(values, view, where=better)
+            np.copyto(offset, here, where=better)
+    base = (np.arange(out[0]).reshape(-1, 1) * s[0] - p[0]) * sizes[1] \
+        + np.arange(out[1]) * s[1] - p[1]
+    offset += base
+    return values, offset
 
 
 def _cuda(input, k, s, p, d, out):
