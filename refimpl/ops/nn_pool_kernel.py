@@ -69,9 +69,14 @@ def _cpu(input, k, s, p, d, out):
         values = views[0].copy()
         for view in views[1:]:
             np.maximum(values, view, out=values)
-        pos = np.full(values.shape, len(views) - 1, np.int8 if len(views) < 128 else np.intp)
+        small = np.int8 if len(views) < 128 else np.intp
+        pos = np.full(values.shape, len(views) - 1, small)
         for n in range(len(views) - 2, -1, -1):
-            np.copyto(pos, n, where=np.equal(views[n], values))
+            # pos = n where view n holds the maximum: pos += (n - pos) * hit, in integers
+            # (cheaper than a masked copy in numpy)
+            step = np.subtract(small(n), pos)
+            step *= np.equal(views[n], values).view(np.int8)
+            pos += step
         offset = np.array(heres, np.int64).take(pos)
     base = (np.arange(out[0]).reshape(-1, 1) * s[0] - p[0]) * sizes[1] \
         + np.arange(out[1]) * s[1] - p[1]
