@@ -66,7 +66,7 @@ def _threshold_backward_cpu(grad_output, self, threshold):
     shape = _pair_meta(grad_output, self).shape
     g, x = grad_output._np, operand(self, self.dtype)
     bits = _BITS.get(g.dtype)
-    if bits is not None and x.dtype == g.dtype and x.shape == g.shape == tuple(shape):
+    if bits is not None and g.ndim and x.dtype == g.dtype and x.shape == g.shape == tuple(shape):
         # the gradient's bits kept where x > threshold (or NaN), cleared elsewhere: one
         # AND with an all-ones/all-zeros mask, much cheaper than a select in numpy
         keep = np.subtract(np.less_equal(x, _const(threshold, x)).view(np.int8), 1,
