@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from refimpl import _dtype as D
-from refimpl.ops import _special
+from refimpl.ops import _cpu_gelu, _special
 from refimpl.ops._pointwise import (
     FLOATING,
     INEXACT,
@@ -59,9 +59,20 @@ def _pair_meta(grad_output, other, *_) -> TensorSpec:
     return binary_meta(grad_output, other)._replace(dtype=grad_output.dtype)
 
 
+_BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+
+
 def _threshold_backward_cpu(grad_output, self, threshold):
     shape = _pair_meta(grad_output, self).shape
     g, x = grad_output._np, operand(self, self.dtype)
+    bits = _BITS.get(g.dtype)
+    if bits is not None and g.ndim and x.dtype == g.dtype and x.shape == g.shape == tuple(shape):
+        # the gradient's bits kept where x > threshold (or NaN), cleared elsewhere: one
+        # AND with an all-ones/all-zeros mask, much cheaper than a select in numpy
+        keep = np.subtract(np.less_equal(x, _const(threshold, x)).view(np.int8), 1,
+                           dtype=bits)
+        keep &= g.view(bits)
+        return keep.view(g.dtype)
     with np.errstate(all="ignore"):
         r = np.where(x <= _const(threshold, x), np.zeros((), g.dtype), g)
     return finish(r, grad_output.dtype, shape)
@@ -227,6 +238,8 @@ def _gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1 + np.tanh(inner))
+    if x.dtype == np.float32 and x.ndim and _cpu_gelu.finite(x):
+        return x * _cpu_gelu.normal_cdf(x)
     x64 = x.astype(np.float64)
     return (0.5 * x64 * (1 + _special.erf(x64 / _SQRT_2))).astype(x.dtype)
 

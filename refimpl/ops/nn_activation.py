@@ -202,7 +202,7 @@ def _gelu_bw_meta(grad, self, approximate="none"):
 
 def _gelu_bw_cpu(grad, self, approximate="none"):
     """``grad * gelu'(x)`` in numpy, in the dtype and order of ``_gelu_grad``'s ops."""
-    from refimpl.ops import _special
+    from refimpl.ops import _cpu_gelu, _special
     from refimpl.ops.activation import _INV_SQRT_2PI, _SQRT_2, _SQRT_2_OVER_PI
 
     x, g = self._np, grad._np
@@ -212,6 +212,8 @@ def _gelu_bw_cpu(grad, self, approximate="none"):
         th = np.tanh(inner)
         dinner = (x * x * t(3 * 0.044715) + t(1)) * t(_SQRT_2_OVER_PI)
         d = (th + t(1)) * t(0.5) + x * t(0.5) * (t(1) - th * th) * dinner
+    elif x.dtype == np.float32 and x.ndim and _cpu_gelu.finite(x):
+        d = _cpu_gelu.gelu_slope(x)
     else:
         cdf = (_special.erf(x / t(_SQRT_2)).astype(x.dtype) + t(1)) * t(0.5)
         pdf = np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)

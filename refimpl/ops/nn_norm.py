@@ -111,8 +111,8 @@ def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> N
     from refimpl.optim._cpu_update import plain
 
     with _no_grad():
-        if plain(running_mean, running_var, mean, var) and None not in (running_mean,
-                                                                        running_var):
+        if running_mean is not None and running_var is not None \
+                and plain(running_mean, running_var, mean, var):
             _update_running_np(running_mean, running_var, mean, var, momentum, n)
             return
         if running_mean is not None:
@@ -135,6 +135,22 @@ def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -
     rv += momentum * unbiased
     running_mean._version_counter.version += 2
     running_var._version_counter.version += 2
+
+
+def count_batch(counter: Tensor) -> None:
+    """``counter.add_(1)`` (batch norm's ``num_batches_tracked``), on the CPU tensor's numpy
+    view when no dispatch mode, profiler or forward-AD level watches the ops."""
+    from refimpl import _dispatch
+    from refimpl._state import FW
+
+    if (type(counter) is Tensor and counter.device.type == "cpu" and not counter.requires_grad
+            and not _dispatch.MODE_STACK and _dispatch.PROFILE_LAYER is None
+            and not FW.active):
+        arr = counter._np
+        arr += 1
+        counter._version_counter.version += 1
+        return
+    counter.add_(1)
 
 
 def _check_normalized(input: Tensor, normalized_shape, weight, bias, sep: str) -> list:

@@ -49,7 +49,7 @@ def _cpu(input, weight, bias, mean, var, training, eps):
     scale = 1 / np.sqrt(v + eps)
     if weight is not None:
         scale = scale * weight._np
-    out = xc * scale.astype(xa.dtype).reshape(shape)
+    out = np.multiply(xc, scale.astype(xa.dtype).reshape(shape), out=xc)  # xc is fresh
     if bias is not None:
         out += bias._np.reshape(shape)
     return out, np.asarray(m, xa.dtype), np.asarray(v, xa.dtype)
@@ -161,20 +161,23 @@ def _bw_cpu(grad, input, weight, mean, var, training, eps, mask):
     xa, g = input._np, grad._np
     axes, shape = _axes(xa), _bshape(xa)
     invstd = (1 / np.sqrt(var._np + eps)).astype(xa.dtype)
-    xhat = (xa - mean._np.reshape(shape)) * invstd.reshape(shape)
+    xhat = xa - mean._np.reshape(shape)
+    xhat *= invstd.reshape(shape)
     gsum = g.sum(axes)
-    gxhat = (g * xhat).sum(axes)
+    work = np.multiply(g, xhat)  # g * xhat, then the input gradient's buffer
+    gxhat = work.sum(axes)
     empty = np.zeros((0,), xa.dtype)
     gi = empty
     if mask[0]:
         scale = invstd if weight is None else invstd * weight._np
         if training:
             n = xa.size // xa.shape[1]
-            gi = g - (gsum / n).reshape(shape)
-            gi -= xhat * (gxhat / n).reshape(shape)
+            gi = np.subtract(g, (gsum / n).reshape(shape), out=work)
+            xhat *= (gxhat / n).reshape(shape)
+            gi -= xhat
             gi *= scale.reshape(shape)
         else:
-            gi = g * scale.reshape(shape)
+            gi = np.multiply(g, scale.reshape(shape), out=work)
     return (np.asarray(gi, xa.dtype), np.asarray(gxhat if mask[1] else empty, xa.dtype),
             np.asarray(gsum if mask[2] else empty, xa.dtype))
 

@@ -2,13 +2,12 @@
 autograd node ``MaxPool2DWithIndicesBackward0`` as torch's) and its backward
 ``_max_pool2d_fused_backward``, used by ``nn_pool.max_pool2d`` for float32/float64.
 
-CPU: the padded input's windows as one strided view, one copy into (..., out, kernel)
-rows, one ``argmax`` (the first maximum wins; a window holding NaN takes its last NaN, as
-torch's kernel does); the
-indices follow from the argmax arithmetically; the backward sums the gradient into the
-input with one ``bincount``. CUDA: the composed path of ``nn_pool._max_pool_composed`` (its
-``index_select``/``max``/``gather`` kernels) and a ``scatter_add`` for the backward, under
-no_grad; no CPU fallback. Double backward uses the differentiable ``scatter_add``.
+CPU: one strided view of the padded input per window position; their elementwise maximum,
+then the first position holding it (with NaN in the input: a running maximum in window
+order, where a window holding NaN takes its last NaN, as torch's kernel does); the
+backward sums the gradient into the input with one ``bincount``. CUDA: the composed path
+of ``nn_pool._max_pool_composed`` (its ``index_select``/``max``/``gather`` kernels) and a
+``scatter_add`` for the backward, under no_grad; no CPU fallback. Double backward uses the differentiable ``scatter_add``.
 """
 
 from __future__ import annotations
@@ -32,6 +31,20 @@ def _meta(input, k, s, p, d, out):
             TensorSpec(shape, D.int64, input.device))
 
 
+def _running_max(views, heres):
+    """Fold the window positions' views into the running maximum in window order: a later
+    position wins when strictly greater (the first maximum stays) or NaN (the last NaN
+    stays, as in torch's kernel); the winner's index offset is kept alongside."""
+    values = views[0].copy()
+    offset = np.full(values.shape, heres[0], np.int64)
+    for view, here in zip(views[1:], heres[1:]):
+        better = np.greater(view, values)
+        better |= np.isnan(view)
+        np.copyto(values, view, where=better)
+        np.copyto(offset, here, where=better)
+    return values, offset
+
+
 def _cpu(input, k, s, p, d, out):
     xa = input._np
     sizes = xa.shape[-2:]
@@ -42,20 +55,33 @@ def _cpu(input, k, s, p, d, out):
         xp[..., p[0]:p[0] + sizes[0], p[1]:p[1] + sizes[1]] = xa
     else:
         xp = xa
-    st = xp.strides
-    win = np.lib.stride_tricks.as_strided(
-        xp, (*lead, *out, *k),
-        (*st[:-2], st[-2] * s[0], st[-1] * s[1], st[-2] * d[0], st[-1] * d[1]),
-        writeable=False).reshape(*lead, *out, k[0] * k[1])
-    arg = win.argmax(-1)
-    values = np.take_along_axis(win, arg[..., None], -1)[..., 0]
-    nan = np.isnan(values)
-    if nan.any():  # torch's kernel takes the last NaN of a window
-        last = win.shape[-1] - 1 - np.isnan(win[..., ::-1]).argmax(-1)
-        arg = np.where(nan, last, arg)
-    rows = np.arange(out[0]).reshape(-1, 1) * s[0] + (arg // k[1]) * d[0] - p[0]
-    cols = np.arange(out[1]) * s[1] + (arg % k[1]) * d[1] - p[1]
-    return values, (rows * sizes[1] + cols).astype(np.int64)
+    # one strided (lead, out) view per window position, in window order
+    views, heres = [], []
+    for i in range(k[0]):
+        for j in range(k[1]):
+            r0, c0 = i * d[0], j * d[1]
+            views.append(xp[..., r0:r0 + (out[0] - 1) * s[0] + 1:s[0],
+                            c0:c0 + (out[1] - 1) * s[1] + 1:s[1]])
+            heres.append(r0 * sizes[1] + c0)
+    if np.isnan(np.add.reduce(xa, axis=None)):
+        values, offset = _running_max(views, heres)
+    else:  # no NaN: the maximum, then the first position holding it
+        values = views[0].copy()
+        for view in views[1:]:
+            np.maximum(values, view, out=values)
+        small = np.int8 if len(views) < 128 else np.intp
+        pos = np.full(values.shape, len(views) - 1, small)
+        for n in range(len(views) - 2, -1, -1):
+            # pos = n where view n holds the maximum: pos += (n - pos) * hit, in integers
+            # (cheaper than a masked copy in numpy)
+            step = np.subtract(small(n), pos)
+            step *= np.equal(views[n], values).view(np.int8)
+            pos += step
+        offset = np.array(heres, np.int64).take(pos)
+    base = (np.arange(out[0]).reshape(-1, 1) * s[0] - p[0]) * sizes[1] \
+        + np.arange(out[1]) * s[1] - p[1]
+    offset += base
+    return values, offset
 
 
 def _cuda(input, k, s, p, d, out):
@@ -86,7 +112,9 @@ def _backward(ctx, grad, *_):
         return (None,)
     if STATE.grad_enabled:
         return (_scatter_ops(grad, idx, input),)
-    return (max_pool2d_backward(grad, input, idx),)
+    k, st, p, d = ctx.args[1:5]
+    disjoint = not any(p) and all(ss >= (kk - 1) * dd + 1 for kk, ss, dd in zip(k, st, d))
+    return (max_pool2d_backward(grad, input, idx, disjoint),)
 
 
 def _jvp(ctx, tx, *_):
@@ -102,21 +130,27 @@ max_pool2d_fused = defop("_max_pool2d_fused", meta=_meta, cpu=_cpu, cuda=_cuda,
                          extra={"method": False})
 
 
-def _bw_meta(grad, input, idx):
+def _bw_meta(grad, input, idx, disjoint=False):
     return TensorSpec(tuple(input.shape), input.dtype, input.device)
 
 
-def _bw_cpu(grad, input, idx):
+def _bw_cpu(grad, input, idx, disjoint=False):
+    """The input gradient: the output gradient summed into the picked positions (``disjoint``
+    windows pick each input position at most once: a plain scatter)."""
     shape = input.shape
     rows = int(np.prod(shape[:-2], dtype=np.int64))
     plane = shape[-2] * shape[-1]
     ia = idx._np.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * plane)[:, None]
+    if disjoint:
+        placed = np.zeros(rows * plane, input.dtype.np)
+        placed[ia.reshape(-1)] = grad._np.reshape(-1)
+        return placed.reshape(shape)
     summed = np.bincount(ia.reshape(-1), weights=grad._np.reshape(-1),
                          minlength=rows * plane)
     return summed.astype(input.dtype.np).reshape(shape)
 
 
-def _bw_cuda(grad, input, idx):
+def _bw_cuda(grad, input, idx, disjoint=False):
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():

@@ -10,7 +10,9 @@ A row holding a NaN, or only ``-inf``, gives NaN, as in torch.
 
 Autograd nodes are torch's ``SoftmaxBackward0``/``LogSoftmaxBackward0``; both save
 the result and differentiate through it:
-``d softmax = y * (g - sum(g * y))``, ``d log_softmax = g - exp(y) * sum(g)``.
+``d softmax = y * (g - sum(g * y))``, ``d log_softmax = g - exp(y) * sum(g)``. Outside
+double backward, float32/float64 gradients take one op for the whole formula
+(``_softmax_backward_fused``/``_log_softmax_backward_fused``; on CUDA the composed ops).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from refimpl import _dtype as D
 from refimpl._autocast import composite
+from refimpl._state import STATE
 from refimpl._tensor import Tensor, wrap_dim
 from refimpl.ops._helpers import np_result, to_np
 from refimpl.ops._registry import TensorSpec, defop
@@ -73,9 +76,23 @@ def _cuda(log: bool):
     return kernel
 
 
+def _fusable(y: Tensor, grad: Tensor) -> bool:
+    """Whether a derivative takes its one-op kernel: no graph of the backward is built, and
+    ``grad`` matches the float32/float64 result ``y`` (dtype, device, shape; at least 1-d)."""
+    return (not STATE.grad_enabled and grad.dtype is y.dtype and grad.device == y.device
+            and (y.dtype is D.float32 or y.dtype is D.float64) and y.dim() > 0
+            and grad.shape == y.shape)
+
+
 def _softmax_backward(ctx, grad):
     y, dim = ctx.outputs[0], ctx.args[1]
-    return (y * (grad - (grad * y).sum(dim, keepdim=True)),)
+    if _fusable(y, grad):
+        return (softmax_backward_fused(grad, y, wrap_dim(dim, y.dim())),)
+    return (_softmax_grad(grad, y, dim),)
+
+
+def _softmax_grad(grad, y, dim):
+    return y * (grad - (grad * y).sum(dim, keepdim=True))
 
 
 def _softmax_jvp(ctx, tangent, *_):
@@ -85,7 +102,46 @@ def _softmax_jvp(ctx, tangent, *_):
 
 def _log_softmax_backward(ctx, grad):
     y, dim = ctx.outputs[0], ctx.args[1]
-    return (grad - y.exp() * grad.sum(dim, keepdim=True),)
+    if _fusable(y, grad):
+        return (log_softmax_backward_fused(grad, y, wrap_dim(dim, y.dim())),)
+    return (_log_softmax_grad(grad, y, dim),)
+
+
+def _log_softmax_grad(grad, y, dim):
+    return grad - y.exp() * grad.sum(dim, keepdim=True)
+
+
+def _bw_meta(grad, y, dim) -> TensorSpec:
+    return TensorSpec(y._shape, y.dtype, y.device)
+
+
+def _softmax_bw_cpu(grad, y, dim) -> np.ndarray:
+    """``y * (g - sum(g * y))`` over ``dim`` in numpy, in the order of the composed ops."""
+    g, ya = grad._np, y._np
+    return ya * (g - np.sum(g * ya, axis=dim, keepdims=True))
+
+
+def _log_softmax_bw_cpu(grad, y, dim) -> np.ndarray:
+    """``g - exp(y) * sum(g)`` over ``dim`` in numpy, in the order of the composed ops."""
+    g = grad._np
+    return g - np.exp(y._np) * np.sum(g, axis=dim, keepdims=True)
+
+
+def _cuda_formula(formula):
+    def kernel(grad, y, dim) -> Tensor:
+        from refimpl.autograd.grad_mode import no_grad
+
+        with no_grad():
+            return formula(grad, y, dim).contiguous()
+    return kernel
+
+
+softmax_backward_fused = defop(
+    "_softmax_backward_fused", meta=_bw_meta, cpu=_softmax_bw_cpu,
+    cuda=_cuda_formula(_softmax_grad), differentiable=False, extra={"method": False})
+log_softmax_backward_fused = defop(
+    "_log_softmax_backward_fused", meta=_bw_meta, cpu=_log_softmax_bw_cpu,
+    cuda=_cuda_formula(_log_softmax_grad), differentiable=False, extra={"method": False})
 
 
 def _log_softmax_jvp(ctx, tangent, *_):

@@ -108,8 +108,13 @@ class MultiheadAttention(Module):
             query, key, value = (x.transpose(1, 0) for x in (query, key, value))
         bsz, tgt_len, _ = query.shape
         heads, hd = self.num_heads, self.head_dim
-        q, k, v = self._project(query, key, value, same)
-        q, k, v = (x.reshape(bsz, x.shape[1], heads, hd).transpose(1, 2) for x in (q, k, v))
+        if same and self._qkv_same_embed_dim:
+            # the packed projection's (N, L, 3, heads, hd) view, heads moved ahead of L
+            packed = F.linear(query, self.in_proj_weight, self.in_proj_bias)
+            q, k, v = packed.reshape(bsz, tgt_len, 3, heads, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        else:
+            q, k, v = self._project(query, key, value, same)
+            q, k, v = (x.reshape(bsz, x.shape[1], heads, hd).transpose(1, 2) for x in (q, k, v))
         out = F.scaled_dot_product_attention(q, k, v)
         out = out.transpose(1, 2).reshape(bsz * tgt_len, self.embed_dim)
         out = F.linear(out, self.out_proj.weight, self.out_proj.bias)

@@ -13,6 +13,7 @@ from refimpl.nn import functional as F
 from refimpl.nn import init
 from refimpl.nn.modules.linear import empty_param
 from refimpl.nn.modules.module import Module
+from refimpl.ops.nn_norm import count_batch
 
 
 def _tensor_factory(kind: str, *shape, device=None, dtype=None, **kwargs) -> Tensor:
@@ -103,7 +104,7 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked.add_(1)
+            count_batch(self.num_batches_tracked)
             if self.momentum is None:
                 factor = 1.0 / float(self.num_batches_tracked)
         use_batch_stats = self.training or (self.running_mean is None
