@@ -14,7 +14,9 @@ from refimpl import _dtype as D
 from refimpl import _random as R
 from refimpl._device import resolve
 from refimpl._memory_format import like_strides, relaid
+from refimpl._state import STATE
 from refimpl._tensor import Tensor
+from refimpl.ops._registry import TensorSpec, defop
 from refimpl.ops.factories import _finish, _shape_args, empty
 
 
@@ -210,12 +212,50 @@ def _probs_cuda(p: Tensor, like: Tensor) -> Tensor:
     return probs
 
 
+def _drawn_meta(input: Tensor, drawn: Tensor) -> TensorSpec:
+    return TensorSpec(drawn._shape, drawn.dtype, drawn.device)
+
+
+# The autograd node of bernoulli drawn from probabilities that require grad: torch's
+# BernoulliBackward0, whose gradient is zero (the draw is not differentiable in p)
+_bernoulli_node = defop(
+    "_bernoulli_draw", meta=_drawn_meta, cpu=lambda input, drawn: drawn.clone(),
+    cuda=lambda input, drawn: drawn.clone(), saves=(), node="BernoulliBackward0",
+    backward=lambda ctx, g: (g.new_zeros(ctx.args[0].shape), None),
+    extra={"method": False})
+
+
+def _no_derivative(ctx, g):
+    raise RuntimeError("derivative for aten::bernoulli is not implemented")
+
+
+# bernoulli(input, p) of an input that requires grad: torch's node says the derivative is
+# not implemented
+_bernoulli_p_node = defop(
+    "_bernoulli_p_draw", meta=_drawn_meta, cpu=lambda input, drawn: drawn.clone(),
+    cuda=lambda input, drawn: drawn.clone(), saves=(), node="NotImplemented",
+    backward=_no_derivative, extra={"method": False})
+
+
 def bernoulli(input: Tensor, p=None, *, generator=None, out=None) -> Tensor:
     """1 with probability ``input`` (or ``p``), else 0, in input's dtype.
 
     On CUDA, probabilities given as a tensor are not range-checked (torch checks them
     with a device-side assertion); values above 1 always give 1, below 0 always 0.
+    Probabilities that require grad give a result that requires grad, with a zero
+    gradient (torch's ``BernoulliBackward0``).
     """
+    tracked = input.requires_grad and STATE.grad_enabled
+    if tracked and out is not None:
+        raise RuntimeError("bernoulli(): functions with out=... arguments don't support "
+                           "automatic differentiation, but one of the arguments requires grad.")
+    result = _bernoulli(input, p, generator, out)
+    if tracked:
+        return (_bernoulli_node if p is None else _bernoulli_p_node)(input, result)
+    return result
+
+
+def _bernoulli(input: Tensor, p, generator, out) -> Tensor:
     if out is not None:
         from refimpl._dispatch import assert_no_internal_overlap
 
