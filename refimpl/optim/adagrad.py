@@ -61,12 +61,7 @@ class Adagrad(Optimizer):
 
     def step(self, closure=None):
         """One Adagrad step over every group; returns the closure's loss if given."""
-        loss = None
-        if closure is not None:
-            from refimpl.autograd.grad_mode import enable_grad
-
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         for group in self.param_groups:
             if group["fused"]:
                 self._fused_step(group)

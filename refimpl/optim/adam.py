@@ -90,12 +90,7 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One Adam step over every group; returns the closure's loss if given."""
-        loss = None
-        if closure is not None:
-            from refimpl.autograd.grad_mode import enable_grad
-
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             if group["capturable"] or group["fused"]:

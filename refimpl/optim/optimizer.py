@@ -213,6 +213,17 @@ class Optimizer:
         """One optimisation step (subclasses implement it)."""
         raise NotImplementedError
 
+    @staticmethod
+    def _closure_loss(closure: Callable[[], float] | None):
+        """The loss of ``closure`` run with gradients enabled (None without a closure): the
+        start of every ``step``."""
+        if closure is None:
+            return None
+        from refimpl.autograd.grad_mode import enable_grad
+
+        with enable_grad():
+            return closure()
+
     # -- hooks -------------------------------------------------------------------------
 
     @staticmethod

@@ -47,12 +47,7 @@ class RMSprop(Optimizer):
         """One RMSprop step over every group; returns the closure's loss if given."""
         from refimpl.ops.factories import zeros_like
 
-        loss = None
-        if closure is not None:
-            from refimpl.autograd.grad_mode import enable_grad
-
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         _capturable.graph_capture_health_check(self)
         for group in self.param_groups:
             lr, alpha, eps = float(group["lr"]), group["alpha"], group["eps"]
