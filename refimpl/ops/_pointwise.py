@@ -143,6 +143,18 @@ def _float_max(dtype: D.dtype) -> float:
     return limit
 
 
+def scalar_as(value, dtype: D.dtype):
+    """A Python number as the value it takes in a floating or complex ``dtype`` (float16
+    rounds 0.2 to 0.19995); tensors, bools, other dtypes and a complex number for a real
+    dtype come back unchanged."""
+    if isinstance(value, (Tensor, bool)) or not (dtype.is_floating_point or dtype.is_complex) \
+            or (isinstance(value, complex) and not dtype.is_complex):
+        return value
+    with quiet():
+        v = np.asarray(value).astype(dtype.np)
+    return complex(v) if dtype.is_complex else float(v)
+
+
 def checked_scalar(value, dtype: D.dtype):
     """A Python scalar argument (alpha, clamp bounds, ...) checked to fit ``dtype``.
 
@@ -339,8 +351,7 @@ class Binary:
         """The operands, Python scalars rounded to ``dtype`` where ``round_scalars``."""
         if not (self.round_scalars and dtype in REDUCED):
             return a, b
-        return tuple(x if isinstance(x, (Tensor, bool, complex)) else
-                     float(np.asarray(x, dtype=np.float64).astype(dtype.np)) for x in (a, b))
+        return scalar_as(a, dtype), scalar_as(b, dtype)
 
     def prepare(self, a, b, kwargs) -> tuple:
         """Run the checks; return (shape, compute dtype, output dtype)."""

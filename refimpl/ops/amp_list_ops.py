@@ -40,6 +40,7 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1,
         if v.dim() != 1:
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {v.dim()}-D")
     from refimpl import _dtype as D
+    from refimpl.ops._pointwise import scalar_as
 
     if input.dtype is D.bool_:
         # boolean addr: (beta and input) or (alpha and outer(vec1, vec2))
@@ -52,7 +53,7 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1,
     # right in the dtype, with alpha and beta first converted to it (so float16 rounds
     # after each operation)
     dt = D.promote_types(D.promote_types(input.dtype, vec1.dtype), vec2.dtype)
-    alpha, beta = _in_dtype(alpha, dt), _in_dtype(beta, dt)
+    alpha, beta = scalar_as(alpha, dt), scalar_as(beta, dt)
     product = vec1.unsqueeze(1) * alpha * vec2.unsqueeze(0)
     if beta == 0:  # input only sets the shape: its NaNs and infs are not propagated
         input.expand(product.shape)
@@ -62,17 +63,6 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1,
     if out is not None:
         return out.resize_(result.shape).copy_(result)
     return result
-
-
-def _in_dtype(value, dtype):
-    """A Python scalar as the value it takes in ``dtype`` (float16 rounds 0.2 to 0.19995)."""
-    from refimpl import _dtype as D
-    from refimpl.ops.factories import tensor
-
-    if isinstance(value, bool) or not (dtype.is_floating_point or dtype.is_complex) or \
-            dtype in (D.float64, D.complex128):
-        return value
-    return tensor(value, dtype=dtype).item()
 
 
 def addr_(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:

@@ -85,7 +85,7 @@ def _segment_ids(offsets: Tensor, data: Tensor, axis: int) -> Tensor:
     from the last on), broadcast to ``data``'s shape."""
     import refimpl as t
 
-    if int((offsets[..., 1:] - offsets[..., :-1]).min()) < 0 if offsets.shape[-1] > 1 else False:
+    if offsets.shape[-1] > 1 and int((offsets[..., 1:] - offsets[..., :-1]).min()) < 0:
         raise RuntimeError(
             "Expected segment_length >= 0 to be true, but got false.  (Could this error "
             "message be improved?  If so, please report an enhancement request to PyTorch.)")
@@ -159,7 +159,7 @@ def _backward(ctx, grad):
     elif kind in ("amax", "amin"):
         hit = (data == spread(out)) & inside
         ties = t.zeros_like(out).scatter_add(
-            axis, ids.clamp(1, out.shape[axis]) - 1, (hit & inside).to(grad.dtype))
+            axis, ids.clamp(1, out.shape[axis]) - 1, hit.to(grad.dtype))
         g = t.where(hit, spread(grad / ties.clamp(min=1)), t.zeros_like(data))
     else:  # prod: the product of the other elements, exact where an element is zero
         zero = data == 0
