@@ -141,8 +141,12 @@ class OpNode(GraphNode):
 
             raise RuntimeError(ERR_BACKWARD_TWICE)
         if len(grads) > 1 and any(g is None for g in grads):
-            grads = [g if g is not None else _fresh_zeros(meta) for g, meta in
-                     zip(grads, self._in_meta)]
+            # zeros stand for the missing gradients of differentiable outputs only: a
+            # non-differentiable output (indices, saved statistics) has none to read
+            diff = op.diff_outputs
+            grads = [g if g is not None or diff is not None and i not in diff
+                     else _fresh_zeros(meta)
+                     for i, (g, meta) in enumerate(zip(grads, self._in_meta))]
         res = op.backward(_NodeContext(self), *grads)
         if not isinstance(res, (tuple, list)):
             res = (res,)

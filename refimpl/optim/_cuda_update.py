@@ -1,11 +1,14 @@
-"""The per-parameter SGD and Adam/AdamW updates on CUDA as one kernel launch each.
+"""The SGD and Adam/AdamW updates of plain CUDA parameters as multi-tensor kernels.
 
 torch's optimizers run their update on CUDA as fused multi-tensor kernels (its
 ``foreach`` default); the ops of the single-tensor update (about eight in-place ops
 per parameter for Adam) each cost a dispatch, an allocation and a launch here. This
-module runs the same arithmetic, in the same order and compute type, in one NVRTC
-kernel per parameter on the current stream of the parameter's device. Each tensor's
-version counter is bumped as often as those in-place ops would bump it.
+module runs the same arithmetic, in the same order and compute type, in NVRTC kernels
+on the current stream of the parameters' device: an optimizer queues each parameter's
+update in an :class:`Updates` (``sgd``/``adam``), then ``launch()`` runs one kernel per
+device and dtype for up to ``_MAX_TENSORS`` parameters (their pointers and sizes travel
+in the kernel's argument struct; ``blockIdx.y`` picks the parameter). Each tensor's
+version counter is bumped when queued, as often as those in-place ops would bump it.
 
 ``plain(...)`` decides when this applies: every tensor a plain (or ``nn.Parameter``)
 dense, contiguous CUDA float32/float64 tensor of one shape on one device, without math
@@ -23,6 +26,7 @@ from refimpl._tensor import Tensor
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
+_MAX_TENSORS = 24  # per launch: the argument struct stays under 2 KiB
 
 # The updates, templated on the element type T. Each standalone product of the op path
 # is rounded on its own (__fmul_rn-like with T's own rounding), as separate ops store it.
@@ -86,19 +90,28 @@ __device__ void adam_body(T* p, const T* g, T* m, T* v, T* vmax, long long n, T 
   }
 }
 
-#define SGD(NAME, T) extern "C" __global__ void NAME(T* p, const T* g, T* buf, long long n, \
-    T neg_lr, T momentum, T alpha, T wd, int flags) { \
-  sgd_body<T>(p, g, buf, n, neg_lr, momentum, alpha, wd, flags); }
-#define ADAM(NAME, T) extern "C" __global__ void NAME(T* p, const T* g, T* m, T* v, \
-    T* vmax, long long n, T decay, T w, T beta2, T one_minus_beta2, T wd, T bc2_sqrt, \
-    T eps, T neg_step_size, int flags) { \
-  adam_body<T>(p, g, m, v, vmax, n, decay, w, beta2, one_minus_beta2, wd, bc2_sqrt, eps, \
-               neg_step_size, flags); }
+#define MAXT MAX_TENSORS
+template<class T> struct SgdList {
+  T* p[MAXT]; const T* g[MAXT]; T* buf[MAXT]; long long n[MAXT]; };
+template<class T> struct AdamList {
+  T* p[MAXT]; const T* g[MAXT]; T* m[MAXT]; T* v[MAXT]; T* vmax[MAXT]; long long n[MAXT];
+  T bc2_sqrt[MAXT]; T neg_step_size[MAXT]; };
+
+// blockIdx.y picks the tensor; blockIdx.x strides over its elements
+#define SGD(NAME, T) extern "C" __global__ void NAME(SgdList<T> L, T neg_lr, T momentum, \
+    T alpha, T wd, int flags) { \
+  const int t = blockIdx.y; \
+  sgd_body<T>(L.p[t], L.g[t], L.buf[t], L.n[t], neg_lr, momentum, alpha, wd, flags); }
+#define ADAM(NAME, T) extern "C" __global__ void NAME(AdamList<T> L, T decay, T w, T beta2, \
+    T one_minus_beta2, T wd, T eps, int flags) { \
+  const int t = blockIdx.y; \
+  adam_body<T>(L.p[t], L.g[t], L.m[t], L.v[t], L.vmax[t], L.n[t], decay, w, beta2, \
+               one_minus_beta2, wd, L.bc2_sqrt[t], eps, L.neg_step_size[t], flags); }
 SGD(sgd_f32, float)
 SGD(sgd_f64, double)
 ADAM(adam_f32, float)
 ADAM(adam_f64, double)
-"""
+""".replace("MAX_TENSORS", str(_MAX_TENSORS))
 
 _functions: dict = {}  # (kind, dtype, device index) -> loaded kernel handle
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
@@ -144,25 +157,49 @@ def plain(*tensors) -> bool:
     return first is not None
 
 
-def _ptr(t: Tensor | None) -> ctypes.c_uint64:
-    if t is None:
-        return ctypes.c_uint64(0)
-    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+def _ptr(t: Tensor | None) -> int:
+    return 0 if t is None else t._storage._data.ptr + t._offset * t.dtype.itemsize
 
 
-def _launch(kind: str, p: Tensor, args: list) -> None:
+_STRUCTS: dict = {}  # (kind, ctypes scalar type) -> the kernel's argument struct type
+
+
+def _struct(kind: str, scalar) -> type:
+    """The ctypes mirror of ``SgdList<T>``/``AdamList<T>`` (same fields, same order)."""
+    cls = _STRUCTS.get((kind, scalar))
+    if cls is None:
+        ptrs = ("p", "g", "buf") if kind == "sgd" else ("p", "g", "m", "v", "vmax")
+        fields = [(f, ctypes.c_uint64 * _MAX_TENSORS) for f in ptrs]
+        fields.append(("n", ctypes.c_longlong * _MAX_TENSORS))
+        if kind == "adam":
+            fields += [("bc2_sqrt", scalar * _MAX_TENSORS),
+                       ("neg_step_size", scalar * _MAX_TENSORS)]
+        cls = type(f"{kind}_list", (ctypes.Structure,), {"_fields_": fields})
+        _STRUCTS[(kind, scalar)] = cls
+    return cls
+
+
+def _launch(kind: str, p: Tensor, items: list, scalars: list) -> None:
+    """One kernel over ``items`` (tuples of pointers, the size, per-tensor scalars), all
+    of ``p``'s dtype and device, with the shared ``scalars`` after the list struct."""
     from refimpl.cuda import _driver, streams
     from refimpl.cuda._pointwise import load_functions
 
     index = p._storage.device.index
+    suffix, scalar = _SUFFIX[p.dtype]
     key = (kind, p.dtype, index)
     fn = _functions.get(key)
     if fn is None:
-        fn = load_functions(_SOURCE, (f"{kind}_{_SUFFIX[p.dtype][0]}",), index)[0]
+        fn = load_functions(_SOURCE, (f"{kind}_{suffix}",), index)[0]
         _functions[key] = fn
-    n = p.numel()
-    grid = min(max(-(-n // _BLOCK), 1), _MAX_GRID)
-    _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1), args,
+    lst = _struct(kind, scalar)()
+    names = [f[0] for f in lst._fields_]
+    for i, item in enumerate(items):
+        for name, value in zip(names, item):
+            getattr(lst, name)[i] = value
+    most = max(item[names.index("n")] for item in items)
+    grid = min(max(-(-most // _BLOCK), 1), _MAX_GRID)
+    _driver.launch(index, fn, (grid, len(items), 1), (_BLOCK, 1, 1), [lst, *scalars],
                    streams.current_stream_handle(index))
 
 
@@ -170,50 +207,83 @@ def _bump(t: Tensor, times: int = 1) -> None:
     t._version_counter.version += times
 
 
-def sgd(p: Tensor, grad: Tensor, buf: Tensor | None, lr: float, momentum: float,
-        dampening: float, weight_decay: float, nesterov: bool, maximize: bool) -> None:
-    """One SGD update of ``p`` (``buf``, the momentum buffer, exists already when
-    ``momentum`` is not 0)."""
-    if p.numel():
-        grad = grad if grad.is_contiguous() else grad.contiguous()
-        T = _SUFFIX[p.dtype][1]
+class Updates:
+    """The queued updates of one parameter group: ``sgd``/``adam`` queue a parameter's
+    update (and bump its tensors' versions), ``launch`` runs them in as few kernels as
+    the devices, dtypes and ``_MAX_TENSORS`` allow. The queued gradients (contiguous
+    copies included) stay referenced until then."""
+
+    def __init__(self) -> None:
+        self._queued: dict = {}  # (kind, dtype, device) -> [(p, item, keepalive)]
+
+    def _queue(self, kind: str, p: Tensor, item: tuple, grad: Tensor) -> None:
+        self._queued.setdefault((kind, p.dtype, p._storage.device), []).append(
+            (p, item, grad))
+
+    def sgd(self, p: Tensor, grad: Tensor, buf: Tensor | None, momentum: float) -> None:
+        """Queue one SGD update of ``p`` (``buf``, the momentum buffer, exists already
+        when ``momentum`` is not 0)."""
+        if p.numel():
+            grad = grad if grad.is_contiguous() else grad.contiguous()
+            self._queue("sgd", p, (_ptr(p), _ptr(grad), _ptr(buf), p.numel()), grad)
+        if momentum != 0:
+            _bump(buf, 2)
+        _bump(p)
+
+    def adam(self, p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float,
+             beta2: float, weight_decay: float, decoupled: bool, amsgrad: bool) -> None:
+        """Queue one Adam (or AdamW with ``decoupled``) update of ``p`` and its state; the
+        step counter is the 0-d CPU tensor of the non-capturable path."""
+        step_t = state["step"]
+        step_t._np[...] += 1
+        _bump(step_t)
+        ea, eas = state["exp_avg"], state["exp_avg_sq"]
+        mx = state.get("max_exp_avg_sq") if amsgrad else None
+        step = float(step_t._np)
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        if p.numel():
+            grad = grad if grad.is_contiguous() else grad.contiguous()
+            self._queue("adam", p, (_ptr(p), _ptr(grad), _ptr(ea), _ptr(eas), _ptr(mx),
+                                    p.numel(), bias_correction2_sqrt, -step_size), grad)
+        if weight_decay != 0 and decoupled:
+            _bump(p)
+        _bump(ea)
+        _bump(eas, 2)
+        if amsgrad:
+            _bump(mx)
+        _bump(p)
+
+    def launch_sgd(self, lr: float, momentum: float, dampening: float, weight_decay: float,
+                   nesterov: bool, maximize: bool) -> None:
+        """Run the queued SGD updates with the group's hyperparameters."""
         flags = (bool(maximize) | bool(nesterov) << 1 | (weight_decay != 0) << 2
                  | (momentum != 0) << 3)
-        _launch("sgd", p, [_ptr(p), _ptr(grad), _ptr(buf), ctypes.c_longlong(p.numel()),
-                           T(-lr), T(momentum), T(1 - dampening), T(weight_decay),
-                           ctypes.c_int(flags)])
-    if momentum != 0:
-        _bump(buf, 2)
-    _bump(p)
+        for (kind, dtype, _), queued in self._take("sgd"):
+            T = _SUFFIX[dtype][1]
+            self._chunks(kind, queued, [T(-lr), T(momentum), T(1 - dampening),
+                                        T(weight_decay), ctypes.c_int(flags)])
 
-
-def adam(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float, beta2: float,
-         eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
-         maximize: bool) -> None:
-    """One Adam (or AdamW with ``decoupled``) update of ``p`` and its state; the step
-    counter is the 0-d CPU tensor of the non-capturable path."""
-    step_t = state["step"]
-    step_t._np[...] += 1
-    _bump(step_t)
-    ea, eas = state["exp_avg"], state["exp_avg_sq"]
-    mx = state.get("max_exp_avg_sq") if amsgrad else None
-    step = float(step_t._np)
-    step_size = lr / (1 - beta1 ** step)
-    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-    if p.numel():
-        grad = grad if grad.is_contiguous() else grad.contiguous()
-        T = _SUFFIX[p.dtype][1]
+    def launch_adam(self, lr: float, beta1: float, beta2: float, eps: float,
+                    weight_decay: float, decoupled: bool, amsgrad: bool,
+                    maximize: bool) -> None:
+        """Run the queued Adam/AdamW updates with the group's hyperparameters."""
         flags = (bool(maximize) | bool(decoupled) << 1 | (weight_decay != 0) << 2
                  | bool(amsgrad) << 3)
-        _launch("adam", p, [_ptr(p), _ptr(grad), _ptr(ea), _ptr(eas), _ptr(mx),
-                            ctypes.c_longlong(p.numel()), T(1 - lr * weight_decay),
-                            T(1 - beta1), T(beta2), T(1 - beta2), T(weight_decay),
-                            T(bias_correction2_sqrt), T(eps), T(-step_size),
-                            ctypes.c_int(flags)])
-    if weight_decay != 0 and decoupled:
-        _bump(p)
-    _bump(ea)
-    _bump(eas, 2)
-    if amsgrad:
-        _bump(mx)
-    _bump(p)
+        for (kind, dtype, _), queued in self._take("adam"):
+            T = _SUFFIX[dtype][1]
+            self._chunks(kind, queued, [T(1 - lr * weight_decay), T(1 - beta1), T(beta2),
+                                        T(1 - beta2), T(weight_decay), T(eps),
+                                        ctypes.c_int(flags)])
+
+    def _take(self, kind: str) -> list:
+        taken = [(key, q) for key, q in self._queued.items() if key[0] == kind]
+        for key, _ in taken:
+            del self._queued[key]
+        return taken
+
+    @staticmethod
+    def _chunks(kind: str, queued: list, scalars: list) -> None:
+        for i in range(0, len(queued), _MAX_TENSORS):
+            part = queued[i:i + _MAX_TENSORS]
+            _launch(kind, part[0][0], [item for _, item, _ in part], scalars)

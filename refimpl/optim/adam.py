@@ -99,6 +99,7 @@ class Adam(Optimizer):
             lr = float(group["lr"])
             beta1, beta2 = group["betas"]
             eps, weight_decay = group["eps"], group["weight_decay"]
+            queued = _cuda_update.Updates()
             for p in params_with_grad(group):
                 if group["fused"]:
                     device_dtype_check_for_fused(p)
@@ -115,9 +116,8 @@ class Adam(Optimizer):
                         _cuda_update.plain(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
                                            state.get("max_exp_avg_sq") if group["amsgrad"]
                                            else None):
-                    _cuda_update.adam(p, p.grad, state, lr, beta1, beta2, eps, weight_decay,
-                                      group["decoupled_weight_decay"], group["amsgrad"],
-                                      group["maximize"])
+                    queued.adam(p, p.grad, state, lr, beta1, beta2, weight_decay,
+                                group["decoupled_weight_decay"], group["amsgrad"])
                     continue
                 grad = grad_of(p, group["maximize"])
                 step_t = state["step"]
@@ -140,6 +140,9 @@ class Adam(Optimizer):
                 else:
                     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-step_size)
+            queued.launch_adam(lr, beta1, beta2, eps, weight_decay,
+                               group["decoupled_weight_decay"], group["amsgrad"],
+                               group["maximize"])
         return loss
 
     def _tensor_step(self, group: dict) -> None:

@@ -61,6 +61,7 @@ class SGD(Optimizer):
             lr = float(group["lr"])
             momentum, dampening = group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+            queued = _cuda_update.Updates()
             for p in params_with_grad(group):
                 if group["fused"] and getattr(self, "_need_device_dtype_check_for_fused", True):
                     device_dtype_check_for_fused(p)
@@ -73,8 +74,7 @@ class SGD(Optimizer):
                     continue
                 if not group.get("differentiable") and (momentum == 0 or buf is not None) and \
                         _cuda_update.plain(p, p.grad, buf):
-                    _cuda_update.sgd(p, p.grad, buf, lr, momentum, dampening, weight_decay,
-                                     nesterov, group["maximize"])
+                    queued.sgd(p, p.grad, buf, momentum)
                     continue
                 grad = grad_of(p, group["maximize"])
                 if weight_decay != 0:
@@ -89,6 +89,8 @@ class SGD(Optimizer):
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                     grad = grad.add(buf, alpha=momentum) if nesterov else buf
                 p.add_(grad, alpha=-lr)
+            queued.launch_sgd(lr, momentum, dampening, weight_decay, nesterov,
+                              group["maximize"])
         return loss
 
     def _fused_step(self, group: dict) -> None:

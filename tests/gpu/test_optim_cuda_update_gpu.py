@@ -76,3 +76,35 @@ def test_cuda_update_runs_on_current_stream():
     # buf: 2, then 0.9 * 2 + 2 = 3.8; p: 1 - 1 - 1.9
     np.testing.assert_allclose(p.detach().cpu().numpy(), np.full(1000, -1.9, np.float32),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "kwargs"), [("SGD", {"lr": 0.1, "momentum": 0.9}),
+                                              ("AdamW", {"lr": 0.01, "amsgrad": True})])
+def test_many_parameters_share_few_launches(name, kwargs, monkeypatch):
+    """30 parameters of two dtypes and many sizes (one empty): one launch per dtype (24
+    tensors at most each), and the CPU update's values."""
+    calls = []
+    real = _cuda_update._launch
+    monkeypatch.setattr(_cuda_update, "_launch",
+                        lambda kind, p, items, scalars: calls.append(len(items))
+                        or real(kind, p, items, scalars))
+
+    def run(device):
+        rng = np.random.default_rng(1)
+        params = [t.nn.Parameter(t.tensor(rng.standard_normal((i * 37) % 700),
+                                          dtype=t.float64 if i % 5 == 0 else t.float32,
+                                          device=device)) for i in range(30)]
+        opt = getattr(t.optim, name)(params, **kwargs)
+        for _ in range(3):
+            for p in params:
+                p.grad = t.tensor(rng.standard_normal(tuple(p.shape)), dtype=p.dtype,
+                                  device=device)
+            opt.step()
+        return [p.detach().cpu().numpy() for p in params]
+
+    got = run("cuda")
+    # per step: the 24 float32 tensors in one launch, the 5 non-empty float64 ones in another
+    assert calls == [24, 5] * 3, calls
+    want = run("cpu")
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
