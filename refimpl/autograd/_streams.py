@@ -26,11 +26,23 @@ from __future__ import annotations
 
 import contextlib
 
+_STREAMS = None
+
 
 def _streams():
-    from refimpl.cuda import streams
+    """refimpl.cuda.streams, imported on first use (CPU-only programs never import it)."""
+    global _STREAMS
+    if _STREAMS is None:
+        from refimpl.cuda import streams
 
-    return streams
+        _STREAMS = streams
+    return _STREAMS
+
+
+# The default stream of each device as one shared Stream object: nodes are made on
+# every recorded op, and most record the default stream (a Stream holds no state of its
+# own beyond its handle and device, so one object per device serves them all).
+_DEFAULT: dict = {}
 
 
 def node_stream(in_meta: tuple):
@@ -42,11 +54,22 @@ def node_stream(in_meta: tuple):
     for meta in in_meta:
         dev = meta[2] if meta and len(meta) > 2 else None  # non-tensor outputs: no device
         if dev is not None and dev.type == "cuda":
-            from refimpl.cuda import _lazy
+            idx = dev.index
+            streams = _streams()
+            table = streams._tls.streams  # this thread's current streams, if any was set
+            current = table.get(idx) if table else None
+            if current is not None:
+                return current
+            default = _DEFAULT.get(idx)
+            if default is None or idx is None:
+                from refimpl.cuda import _lazy
 
-            if not _lazy.is_initialized():
-                return None
-            return _streams().current_stream(dev.index)
+                if not _lazy.is_initialized():
+                    return None
+                default = streams.current_stream(idx)
+                if idx is not None and default.cuda_stream == 0:
+                    _DEFAULT[idx] = default
+            return default
     return None
 
 

@@ -546,6 +546,39 @@ def module_function(module: int, name: str) -> int:
 LAUNCH_OBSERVER = None
 
 
+# libcuda's cuLaunchKernel called through ctypes: the launch is the one driver call made
+# per op, and the generic binding's argument conversion costs several microseconds on it.
+# Resolved on the first launch (the driver is loaded by then); None until then, False
+# where ctypes cannot reach the symbol (the binding is used).
+_RAW_LAUNCH: Any = None
+
+
+def _raw_launch() -> Any:
+    global _RAW_LAUNCH
+    if _RAW_LAUNCH is None:
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        except (OSError, AttributeError):
+            fn = False
+        else:
+            u = ctypes.c_uint
+            fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+        _RAW_LAUNCH = fn
+    return _RAW_LAUNCH
+
+
+def _cu_launch(function: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+               shared_mem: int, stream: int, params: int) -> int:
+    """``cuLaunchKernel`` with raw handles and a ``kernelParams`` address; the CUresult."""
+    raw = _RAW_LAUNCH if _RAW_LAUNCH is not None else _raw_launch()
+    if raw:
+        return raw(function, gx, gy, gz, bx, by, bz, shared_mem, stream, params, None)
+    return int(_load("driver").cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared_mem,
+                                              stream, params, 0)[0])
+
+
 def launch(ordinal: int, function: int, grid: tuple[int, int, int],
            block: tuple[int, int, int], args: list[ctypes._SimpleCData | ctypes.Structure],
            stream: int, shared_mem: int = 0) -> None:
@@ -563,12 +596,10 @@ def launch(ordinal: int, function: int, grid: tuple[int, int, int],
     if observer is not None:
         observer(ordinal, function, stream, True)
     # raw handles, as launch_1d passes them (no CUfunction/CUstream objects per launch)
-    out = _load("driver").cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
-                                         block[1], block[2], shared_mem, stream,
-                                         ctypes.addressof(ptrs), 0)
+    code = _cu_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                      shared_mem, stream, ctypes.addressof(ptrs))
     if observer is not None:
         observer(ordinal, function, stream, False)
-    code = int(out[0])
     if code != CUDA_SUCCESS:
         raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
 
@@ -585,11 +616,9 @@ def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
     observer = LAUNCH_OBSERVER
     if observer is not None:
         observer(ordinal, function, stream, True)
-    out = _load("driver").cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
-                                         params, 0)
+    code = _cu_launch(function, grid, 1, 1, block, 1, 1, 0, stream, params)
     if observer is not None:
         observer(ordinal, function, stream, False)
-    code = int(out[0])
     if code != CUDA_SUCCESS:
         raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
 
