@@ -546,35 +546,13 @@ def module_function(module: int, name: str) -> int:
 LAUNCH_OBSERVER = None
 
 
-# libcuda's cuLaunchKernel called through ctypes: the launch is the one driver call made
-# per op, and the generic binding's argument conversion costs several microseconds on it.
-# Resolved on the first launch (the driver is loaded by then); None until then, False
-# where ctypes cannot reach the symbol (the binding is used).
-_RAW_LAUNCH: Any = None
-
-
-def _raw_launch() -> Any:
-    global _RAW_LAUNCH
-    if _RAW_LAUNCH is None:
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-        except (OSError, AttributeError):
-            fn = False
-        else:
-            u = ctypes.c_uint
-            fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
-                           ctypes.c_void_p, ctypes.c_void_p]
-            fn.restype = ctypes.c_int
-        _RAW_LAUNCH = fn
-    return _RAW_LAUNCH
-
-
 def _cu_launch(function: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
                shared_mem: int, stream: int, params: int) -> int:
-    """``cuLaunchKernel`` with raw handles and a ``kernelParams`` address; the CUresult."""
-    raw = _RAW_LAUNCH if _RAW_LAUNCH is not None else _raw_launch()
-    if raw:
-        return raw(function, gx, gy, gz, bx, by, bz, shared_mem, stream, params, None)
+    """``cuLaunchKernel`` with raw handles and a ``kernelParams`` address; the CUresult.
+
+    Measured (bench/profile_cuda_op.py, H200): the binding with raw integer handles costs
+    less per launch than libcuda's symbol called through ctypes.
+    """
     return int(_load("driver").cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared_mem,
                                               stream, params, 0)[0])
 

@@ -103,8 +103,9 @@ def test_many_parameters_share_few_launches(name, kwargs, monkeypatch):
         return [p.detach().cpu().numpy() for p in params]
 
     got = run("cuda")
-    # per step: the 24 float32 tensors in one launch, the 5 non-empty float64 ones in another
-    assert calls == [24, 5] * 3, calls
+    # per step: the 24 float32 tensors in one launch, the 5 non-empty float64 ones in
+    # another; SGD's first step makes the momentum buffers with ops (torch's clone)
+    assert calls == [24, 5] * (2 if name == "SGD" else 3), calls
     want = run("cpu")
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
