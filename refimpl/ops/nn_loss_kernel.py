@@ -5,8 +5,10 @@ float32/float64 inputs of shape (N, C) or (C,).
 
 CPU: numpy, one gather of the target classes, the bounds check with torch's message, one
 sum; the backward writes ``-weight * grad`` at the target classes of a zero gradient.
-CUDA: ``nn_loss``'s composed path (the comparison, gather and reduce kernels) under
-no_grad, and a ``scatter`` for the backward; no CPU fallback. Double backward uses the
+CUDA: one kernel each way (``refimpl.cuda._pool_loss_kernels``): the forward is one block
+summing in a fixed order (the same loss in every run), and a target out of range is a
+device-side assert, as in torch's CUDA kernel (the host never reads the target); the
+backward writes the whole gradient; no CPU fallback. Double backward uses the
 differentiable ``scatter``.
 """
 
@@ -54,14 +56,9 @@ def _cpu(input, target, weight, reduction, ignore_index):
 
 
 def _cuda(input, target, weight, reduction, ignore_index):
-    from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.nn_loss import _check_bounds, _nll_ops
+    from refimpl.cuda import _pool_loss_kernels
 
-    with no_grad():
-        _check_bounds(input, target, ignore_index)
-        loss, w = _nll_ops(input, target, weight, ignore_index, reduction)
-        total = w.sum()
-    return loss.contiguous(), total.contiguous()
+    return _pool_loss_kernels.nll_loss(input, target, weight, reduction, ignore_index)
 
 
 def _scatter_ops(grad, input, target, weight, total, reduction, ignore_index):
@@ -129,11 +126,10 @@ def _bw_cpu(grad, input, target, weight, total, reduction, ignore_index):
 
 
 def _bw_cuda(grad, input, target, weight, total, reduction, ignore_index):
-    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.cuda import _pool_loss_kernels
 
-    with no_grad():
-        return _scatter_ops(grad, input, target, weight, total, reduction,
-                            ignore_index).contiguous()
+    return _pool_loss_kernels.nll_loss_backward(grad, input, target, weight, total, reduction,
+                                                ignore_index)
 
 
 nll_loss_backward = defop("_nll_loss_fused_backward", meta=_bw_meta, cpu=_bw_cpu,
@@ -142,13 +138,15 @@ nll_loss_backward = defop("_nll_loss_fused_backward", meta=_bw_meta, cpu=_bw_cpu
 
 def use_fused(input: Tensor, target: Tensor, weight) -> bool:
     """Whether ``nll_loss`` takes the fused op: a float32/float64 (N, C) or (C,) input on
-    the CPU or CUDA with data, an int64 target, a weight of the input's dtype or none."""
+    the CPU or CUDA with data, an int64 target, a weight of the input's dtype and one value
+    per class, or none."""
     dt = input.dtype
     return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
             and input.dim() in (1, 2) and input.numel() > 0 and target.dtype is D.int64
             and type(input) is Tensor and type(target) is Tensor
             and target.device == input.device
-            and (weight is None or weight.dtype is dt and weight.device == input.device))
+            and (weight is None or weight.dtype is dt and weight.device == input.device
+                 and tuple(weight.shape) == (input.shape[-1],)))
 
 
 __all__: list[str] = []

@@ -1,13 +1,16 @@
 """2-d max pooling as one op: ``_max_pool2d_fused`` (values and flat input indices;
 autograd node ``MaxPool2DWithIndicesBackward0`` as torch's) and its backward
-``_max_pool2d_fused_backward``, used by ``nn_pool.max_pool2d`` for float32/float64.
+``_max_pool2d_fused_backward``, used by ``nn_pool.max_pool2d`` for float32/float64 (and
+float16/bfloat16 on CUDA).
 
 CPU: one strided view of the padded input per window position; their elementwise maximum,
 then the first position holding it (with NaN in the input: a running maximum in window
 order, where a window holding NaN takes its last NaN, as torch's kernel does); the
-backward sums the gradient into the input with one ``bincount``. CUDA: the composed path
-of ``nn_pool._max_pool_composed`` (its ``index_select``/``max``/``gather`` kernels) and a
-``scatter_add`` for the backward, under no_grad; no CPU fallback. Double backward uses the differentiable ``scatter_add``.
+backward sums the gradient into the input with one ``bincount``. CUDA: one kernel each way
+(``refimpl.cuda._pool_loss_kernels``: a thread per output walks its window; a thread per
+input gathers the gradients of the outputs that picked it, so overlapping windows sum in
+output order without atomics); no CPU fallback. Double backward uses the differentiable
+``scatter_add``.
 """
 
 from __future__ import annotations
@@ -85,13 +88,9 @@ def _cpu(input, k, s, p, d, out):
 
 
 def _cuda(input, k, s, p, d, out):
-    from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.nn_pool import _max_pool_composed
+    from refimpl.cuda import _pool_loss_kernels
 
-    with no_grad():
-        values, idx = _max_pool_composed(input, 2, k, s, p, d, list(input.shape[-2:]), out,
-                                         True)
-    return values.contiguous(), idx.contiguous()
+    return _pool_loss_kernels.max_pool2d(input, k, s, p, d, out)
 
 
 def _scatter_ops(grad, idx, input):
@@ -112,9 +111,7 @@ def _backward(ctx, grad, *_):
         return (None,)
     if STATE.grad_enabled:
         return (_scatter_ops(grad, idx, input),)
-    k, st, p, d = ctx.args[1:5]
-    disjoint = not any(p) and all(ss >= (kk - 1) * dd + 1 for kk, ss, dd in zip(k, st, d))
-    return (max_pool2d_backward(grad, input, idx, disjoint),)
+    return (max_pool2d_backward(grad, input, idx, *ctx.args[1:5]),)
 
 
 def _jvp(ctx, tx, *_):
@@ -130,17 +127,19 @@ max_pool2d_fused = defop("_max_pool2d_fused", meta=_meta, cpu=_cpu, cuda=_cuda,
                          extra={"method": False})
 
 
-def _bw_meta(grad, input, idx, disjoint=False):
+def _bw_meta(grad, input, idx, k, s, p, d):
     return TensorSpec(tuple(input.shape), input.dtype, input.device)
 
 
-def _bw_cpu(grad, input, idx, disjoint=False):
-    """The input gradient: the output gradient summed into the picked positions (``disjoint``
-    windows pick each input position at most once: a plain scatter)."""
+def _bw_cpu(grad, input, idx, k, s, p, d):
+    """The input gradient: the output gradient summed into the picked positions (disjoint
+    windows, without padding, pick each input position at most once: a plain scatter)."""
+    disjoint = not any(p) and all(ss >= (kk - 1) * dd + 1 for kk, ss, dd in zip(k, s, d))
     shape = input.shape
     rows = int(np.prod(shape[:-2], dtype=np.int64))
     plane = shape[-2] * shape[-1]
-    ia = idx._np.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * plane)[:, None]
+    ia = idx._np.reshape(rows, idx.shape[-2] * idx.shape[-1]) \
+        + (np.arange(rows, dtype=np.int64) * plane)[:, None]
     if disjoint:
         placed = np.zeros(rows * plane, input.dtype.np)
         placed[ia.reshape(-1)] = grad._np.reshape(-1)
@@ -150,11 +149,10 @@ def _bw_cpu(grad, input, idx, disjoint=False):
     return summed.astype(input.dtype.np).reshape(shape)
 
 
-def _bw_cuda(grad, input, idx, disjoint=False):
-    from refimpl.autograd.grad_mode import no_grad
+def _bw_cuda(grad, input, idx, k, s, p, d):
+    from refimpl.cuda import _pool_loss_kernels
 
-    with no_grad():
-        return _scatter_ops(grad, idx, input).contiguous()
+    return _pool_loss_kernels.max_pool2d_backward(grad, input, idx, k, s, p, d)
 
 
 max_pool2d_backward = defop("_max_pool2d_fused_backward", meta=_bw_meta, cpu=_bw_cpu,
@@ -162,10 +160,15 @@ max_pool2d_backward = defop("_max_pool2d_fused_backward", meta=_bw_meta, cpu=_bw
 
 
 def use_fused(input: Tensor) -> bool:
-    """Whether ``max_pool2d`` takes the fused op (float32/float64 on the CPU or CUDA)."""
+    """Whether ``max_pool2d`` takes the fused op: float32/float64 on the CPU or CUDA,
+    float16/bfloat16 on CUDA (whose kernel computes in float)."""
     dt = input.dtype
-    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
-            and input.numel() > 0)
+    kind = input.device.type
+    if kind == "cuda":
+        taken = dt is D.float32 or dt is D.float64 or dt is D.float16 or dt is D.bfloat16
+    else:
+        taken = kind == "cpu" and (dt is D.float32 or dt is D.float64)
+    return taken
 
 
 __all__: list[str] = []
