@@ -12,7 +12,8 @@ Autograd nodes are torch's ``SoftmaxBackward0``/``LogSoftmaxBackward0``; both sa
 the result and differentiate through it:
 ``d softmax = y * (g - sum(g * y))``, ``d log_softmax = g - exp(y) * sum(g)``. Outside
 double backward, float32/float64 gradients take one op for the whole formula
-(``_softmax_backward_fused``/``_log_softmax_backward_fused``; on CUDA the composed ops).
+(``_softmax_backward_fused``/``_log_softmax_backward_fused``; on CUDA one row kernel,
+``refimpl.cuda._softmax_backward``, along a contiguous last dim, else the composed ops).
 """
 
 from __future__ import annotations
@@ -127,10 +128,13 @@ def _log_softmax_bw_cpu(grad, y, dim) -> np.ndarray:
     return g - np.exp(y._np) * np.sum(g, axis=dim, keepdims=True)
 
 
-def _cuda_formula(formula):
+def _cuda_formula(formula, log: bool):
     def kernel(grad, y, dim) -> Tensor:
         from refimpl.autograd.grad_mode import no_grad
+        from refimpl.cuda import _softmax_backward
 
+        if _softmax_backward.applies(grad, y, dim):
+            return _softmax_backward.backward(grad, y, log)
         with no_grad():
             return formula(grad, y, dim).contiguous()
     return kernel
@@ -138,10 +142,10 @@ def _cuda_formula(formula):
 
 softmax_backward_fused = defop(
     "_softmax_backward_fused", meta=_bw_meta, cpu=_softmax_bw_cpu,
-    cuda=_cuda_formula(_softmax_grad), differentiable=False, extra={"method": False})
+    cuda=_cuda_formula(_softmax_grad, False), differentiable=False, extra={"method": False})
 log_softmax_backward_fused = defop(
     "_log_softmax_backward_fused", meta=_bw_meta, cpu=_log_softmax_bw_cpu,
-    cuda=_cuda_formula(_log_softmax_grad), differentiable=False, extra={"method": False})
+    cuda=_cuda_formula(_log_softmax_grad, True), differentiable=False, extra={"method": False})
 
 
 def _log_softmax_jvp(ctx, tangent, *_):
