@@ -97,11 +97,28 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _check_reduction(reduction)
     _check_class_target(input, target)
     _not_differentiable("nll_loss_forward", "weight", weight)
+    _check_weight(input, weight)
     target = target.long()
     if use_fused(input, target, weight):
         return nll_loss_fused(input, target, weight, reduction, ignore_index)[0]
     _check_bounds(input, target, ignore_index)
     return _nll_ops(input, target, weight, ignore_index, reduction)[0]
+
+
+def _check_weight(input: Tensor, weight, prefix: str = "") -> None:
+    """torch's check that class weights give one weight per class: a 1-d weight of the
+    class count for 1-d/2-d inputs (its message names both), as many elements for the
+    n-d loss (a shorter message)."""
+    if weight is None:
+        return
+    classes = input.shape[_class_dim(input)]
+    if input.dim() <= 2 or prefix:
+        if weight.dim() != 1 or weight.numel() != classes:
+            raise RuntimeError(
+                f"{prefix}weight tensor should be defined either for all {classes} classes or "
+                f"no classes but got weight tensor of shape: {list(weight.shape)}")
+    elif weight.numel() != classes:
+        raise RuntimeError("weight tensor should be defined either for all or no classes")
 
 
 def _check_bounds(input: Tensor, target: Tensor, ignore_index: int) -> None:
@@ -155,6 +172,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         if ignore_index != -100:
             raise RuntimeError("ignore_index is not supported for floating point target")
         _check_reduction(reduction)
+        _check_weight(input, weight, "cross_entropy: ")
         logp = input.log_softmax(dim)
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / classes
