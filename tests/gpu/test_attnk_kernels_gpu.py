@@ -101,8 +101,11 @@ _CASES = [  # (layout, n, heads, length, source, hd, mask)
 def test_attention_matches_cpu_kernel_and_torch(case, dtype, monkeypatch):
     layout, n, heads, length, source, hd, kind = case
     half = dtype in ("float16", "bfloat16")
-    if half and (kind.startswith("add") or kind == "dead" or length > 100):
-        pytest.skip("half types: no mask, bool and causal masks, on a few sizes")
+    if half and (kind.startswith("add") or kind == "dead" or length > 100
+                 or kind == "causal" and length != source):
+        # (torch's half-precision CUDA kernels align a causal mask of more keys than
+        # queries otherwise than its math path)
+        pytest.skip("half types: no mask, bool and square causal masks, on a few sizes")
     rdt, tdt, tol = _DT[dtype]
     rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
     bases, views = _layouts(layout, n, heads, length, source, hd, rng)
