@@ -1,6 +1,6 @@
 """The host side of the CUDA attention and matmul paths, checked without a GPU.
 
-``refimpl.cuda._attention_kernels`` and ``linalg._matmul_direct_cuda`` hand strided views
+``refimpl.cuda._attention_kernels`` and ``refimpl.cuda._matmul_direct`` hand strided views
 (batch folding, transposes, broadcast batch strides, copies where no single stride works)
 to cuBLAS and to two NVRTC kernels. Here the GEMM, the dense copy and the two kernels are
 replaced by numpy versions that read the same pointers' worth of information (shape,
@@ -18,7 +18,7 @@ import refimpl as t
 from refimpl._tensor import Tensor
 from refimpl.cuda import _attention_kernels as K
 from refimpl.cuda import _blas
-from refimpl.ops import linalg
+from refimpl.cuda import _matmul_direct as MD
 from refimpl.ops import nn_attention_kernel as A
 
 
@@ -143,7 +143,7 @@ _SHAPES = [
 @pytest.mark.parametrize(("sa", "sb"), _SHAPES)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "permuted"])
 def test_matmul_direct_matches_numpy(emulated, monkeypatch, sa, sb, layout):
-    monkeypatch.setattr(linalg, "_direct_ok", lambda a, b: True)
+    monkeypatch.setattr(MD, "_direct_ok", lambda a, b: True)
     rng = np.random.default_rng(1)
 
     def make(shape):
@@ -157,18 +157,18 @@ def test_matmul_direct_matches_numpy(emulated, monkeypatch, sa, sb, layout):
 
     a, an = make(sa)
     b, bn = make(sb)
-    got = linalg._matmul_direct_cuda(a, b, a.dim(), b.dim())
+    got = MD.matmul_direct(a, b, a.dim(), b.dim())
     assert got is not None and got.is_contiguous()
     np.testing.assert_allclose(got._np, np.matmul(an, bn), rtol=1e-12, atol=1e-12)
 
 
 def test_matmul_direct_declines_invalid_shapes(emulated, monkeypatch):
-    monkeypatch.setattr(linalg, "_direct_ok", lambda a, b: True)
+    monkeypatch.setattr(MD, "_direct_ok", lambda a, b: True)
     a, b = t.ones(2, 3, 4), t.ones(3, 5, 6)
-    assert linalg._matmul_direct_cuda(a, b, 3, 3) is None
-    assert linalg._matmul_direct_cuda(t.ones(2, 4, 5), t.ones(3, 5, 6), 3, 3) is None
+    assert MD.matmul_direct(a, b, 3, 3) is None
+    assert MD.matmul_direct(t.ones(2, 4, 5), t.ones(3, 5, 6), 3, 3) is None
 
 
 def test_matmul_direct_only_on_cuda_without_graph():
     a = t.ones(2, 3, 4, requires_grad=True)
-    assert not linalg._direct_ok(a, t.ones(4, 5))
+    assert not MD._direct_ok(a, t.ones(4, 5))
