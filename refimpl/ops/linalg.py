@@ -11,7 +11,8 @@ raise torch's CUDA "not implemented" errors. Operands of
 ``mm``/``bmm``/``mv``/``dot`` must share a dtype (no promotion), with torch's messages.
 ``matmul`` is composite, as in torch: it routes to dot, mv, mm or bmm by the operands'
 dims, folding batch dims into ``mm`` when the left operand is batched and the right one
-is not, and broadcasting batch dims otherwise.
+is not, and broadcasting batch dims otherwise; on CUDA, where no graph is recorded, it is
+one GEMM on strided views (``refimpl.cuda._matmul_direct``).
 """
 
 from __future__ import annotations
@@ -515,6 +516,12 @@ def matmul(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor
 
 
 def _matmul_composite(a: Tensor, b: Tensor, da: int, db: int) -> Tensor:
+    if a._storage.device.type == "cuda":  # without a graph to record: one GEMM
+        from refimpl.cuda._matmul_direct import matmul_direct
+
+        direct = matmul_direct(a, b, da, db)
+        if direct is not None:
+            return direct
     if da == 1 and db == 2:
         return a.unsqueeze(0).mm(b).squeeze(0)
     if da >= 3 and db <= 2:

@@ -6,9 +6,10 @@ one batch shape and head size (a mask that needs no gradient).
 
 CPU: numpy, two batched matrix products around a softmax (rows with every position masked
 give zeros, as torch's math path); the backward forms the three gradients from the saved
-weights with four batched products. CUDA: the same formulas composed of refimpl's CUDA ops
-(cuBLAS batched GEMMs, the softmax and pointwise kernels) under no_grad; no CPU fallback.
-Double backward runs the formulas in differentiable refimpl ops.
+weights with four batched products. CUDA (``refimpl.cuda._attention_kernels``): the
+forward is two cuBLAS batched GEMMs around one NVRTC kernel (mask and row softmax in
+place), the backward four GEMMs around one kernel (the softmax backward with the scale);
+no CPU fallback. Double backward runs the formulas in differentiable refimpl ops.
 """
 
 from __future__ import annotations
@@ -65,6 +66,16 @@ def _ops(q, k, v, mask, scale, causal):
 
 
 def _cuda(q, k, v, mask, scale, causal):
+    from refimpl.cuda import _attention_kernels as kernels
+
+    if kernels.supports(q):
+        return kernels.forward(q, k, v, mask, scale, causal)
+    return _composed_cuda(q, k, v, mask, scale, causal)
+
+
+def _composed_cuda(q, k, v, mask, scale, causal):
+    """The forward in refimpl's CUDA ops, for inputs the kernels do not take (dtypes
+    other than float32/float64, which ``use_fused`` never routes here)."""
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():
@@ -147,12 +158,16 @@ def _bw_cpu(grad, q, k, v, w, scale, mask3):
 
 def _bw_cuda(grad, q, k, v, w, scale, mask3):
     from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.factories import empty
+    from refimpl.cuda import _attention_kernels as kernels
 
-    with no_grad():
-        parts = _from_weights(grad, q, k, v, w, scale, mask3)
-    return tuple(p.contiguous() if p is not None else
-                 empty((0,), dtype=q.dtype, device=q.device) for p in parts)
+    if kernels.supports(q):
+        parts = kernels.backward(grad, q, k, v, w, scale, mask3)
+    else:  # dtypes the kernels do not take: refimpl's CUDA ops
+        with no_grad():
+            parts = tuple(p.contiguous() if p is not None else None
+                          for p in _from_weights(grad, q, k, v, w, scale, mask3))
+    return tuple(p if p is not None else Tensor._empty((0,), q.dtype, q._storage.device)
+                 for p in parts)
 
 
 sdpa_backward = defop("_sdpa_fused_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,
