@@ -1,14 +1,20 @@
 """The convolution as one op: ``_conv_im2col`` (forward, autograd node
 ``ConvolutionBackward0`` as torch's) and ``_conv_im2col_backward`` (the gradients of
 input, weight and bias in one call), used by ``nn_conv.convolution`` for float32 and
-float64 inputs.
+float64 inputs (and float16/bfloat16 on CUDA, see ``use_fused``).
 
 CPU: one im2col copy of the padded input's sliding windows and one matrix product per
 group (numpy); the backward recomputes the columns for the weight gradient and sums the
-input gradient's columns back with one strided add per kernel offset. CUDA: the same
-im2col + matmul composed of refimpl's CUDA ops (cuBLAS GEMMs through ``einsum`` and
-``matmul``, ``col2im``'s ``index_add``) under no_grad; no CPU fallback. Double backward
-runs the backward's formulas in differentiable refimpl ops.
+input gradient's columns back with one strided add per kernel offset. CUDA
+(``refimpl.cuda._conv_kernels``; no CPU fallback): the forward is one im2col kernel
+(padding and dilation read in place), one cuBLAS GEMM (batched over the batch with the
+weight broadcast, writing (N, C_out, L); grouped: batched over the groups into
+(C_out, N*L)) and one launch adding the bias (transposing the grouped result). The
+backward transposes the output gradient to (C_out, N*L) once; the input gradient is one
+GEMM and one col2im gather (one thread per input element, no atomics), the weight
+gradient re-im2cols the input and folds the batch into one GEMM's reduction, the bias
+gradient is one channel-sum kernel. Double backward runs the backward's formulas in
+differentiable refimpl ops.
 """
 
 from __future__ import annotations
@@ -77,14 +83,31 @@ def _cpu(input, weight, bias, stride, pads, dilation, groups):
 
 
 def _cuda(input, weight, bias, stride, pads, dilation, groups):
-    from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.nn_conv import _im2col_matmul
+    from refimpl.cuda import _conv_kernels as K
 
-    with no_grad():
-        out = _im2col_matmul(input, weight, stride, pads, dilation, groups, len(stride))
+    batch, cout = input.shape[0], weight.shape[0]
+    kernel = list(weight.shape[2:])
+    out_sizes = _out_sizes(input, weight, stride, pads, dilation)
+    out = Tensor._empty((batch, cout, *out_sizes), input.dtype, input.device)
+    if out.numel() == 0:
+        return out
+    w = K.dense(weight)
+    length, ck = _prod(out_sizes), input.shape[1] * _prod(kernel)
+    if groups == 1:  # one batched GEMM, the weight broadcast, writing (N, C_out, L)
+        cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=False)
+        flat = K.view(out, (batch, cout, length), (cout * length, length, 1))
+        K.gemm(flat, K.view(w, (batch, cout, ck), (0, ck, 1)), cols)
         if bias is not None:
-            out = out + bias.reshape(-1, *([1] * len(stride)))
-    return out.contiguous()
+            K.add_bias(out, out, bias, length)
+        return out
+    # grouped: one GEMM over the groups into (C_out, N, L), transposed with the bias added
+    og, cgk = cout // groups, ck // groups
+    cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
+    nl = batch * length
+    tmp = Tensor._empty((groups, og, nl), input.dtype, input.device)
+    K.gemm(tmp, K.view(w, (groups, og, cgk), (og * cgk, cgk, 1)),
+           K.view(cols, (groups, cgk, nl), (cgk * nl, nl, 1)))
+    return K.swap01(tmp, cout, batch, length, out.shape, bias)
 
 
 def _backward(ctx, grad):
@@ -182,13 +205,33 @@ def _bw_cpu(grad, input, weight, stride, pads, dilation, groups, mask):
 
 
 def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
-    from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.factories import empty
+    from refimpl.cuda import _conv_kernels as K
 
-    with no_grad():
-        parts = _backward_ops(grad, input, weight, stride, pads, dilation, groups, mask)
-    return tuple(p.contiguous() if p is not None else
-                 empty((0,), dtype=input.dtype, device=input.device) for p in parts)
+    batch, c = input.shape[:2]
+    cout = weight.shape[0]
+    kernel = list(weight.shape[2:])
+    out_sizes = list(grad.shape[2:])
+    length = _prod(out_sizes)
+    og, cgk, nl = cout // groups, (c // groups) * _prod(kernel), batch * length
+    grad = K.dense(grad)
+    dev, dt = input.device, input.dtype
+    gi, gw, gb = (Tensor._empty((0,), dt, dev) for _ in range(3))
+    if mask[2]:
+        gb = K.channel_sum(grad, batch, cout, length)
+    if mask[0] or mask[1]:
+        gt = K.swap01(grad, batch, cout, length, (groups, og, nl))  # (C_out, N*L)
+    if mask[1]:  # the batch folded into the reduction: one GEMM over the groups
+        cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
+        gw = Tensor._empty(tuple(weight.shape), dt, dev)
+        K.gemm(K.view(gw, (groups, og, cgk), (og * cgk, cgk, 1)), gt,
+               K.view(cols, (groups, nl, cgk), (cgk * nl, 1, nl)))
+    if mask[0]:
+        w = K.dense(weight)
+        dcols = Tensor._empty((groups, cgk, nl), dt, dev)
+        K.gemm(dcols, K.view(w, (groups, cgk, og), (og * cgk, 1, cgk)), gt)
+        gi = K.col2im(dcols, tuple(input.shape), kernel, out_sizes, stride, pads, dilation,
+                      layout_b=True)
+    return gi, gw, gb
 
 
 conv_backward = defop("_conv_im2col_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,
@@ -196,12 +239,18 @@ conv_backward = defop("_conv_im2col_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=
 
 
 def use_fused(x: Tensor, weight: Tensor, bias) -> bool:
-    """Whether ``convolution`` takes the fused op (float32/float64 on the CPU or CUDA, the
-    weight and bias on the input's device; other dtypes keep the composed path)."""
+    """Whether ``convolution`` takes the fused op: float32/float64 on the CPU or CUDA, and
+    float16/bfloat16 on CUDA except a depthwise convolution (one input channel per group,
+    whose float32 accumulation ``convolution`` writes out); the weight and bias on the
+    input's device. Other dtypes keep the composed path."""
     from refimpl import _dtype as D
 
-    return ((x.dtype is D.float32 or x.dtype is D.float64) and x.device.type in ("cpu", "cuda")
-            and weight.device == x.device and (bias is None or bias.device == x.device))
+    dt, kind = x.dtype, x.device.type
+    if dt is D.float16 or dt is D.bfloat16:
+        ok = kind == "cuda" and not (weight.shape[1] == 1 and x.shape[1] > 1)
+    else:
+        ok = (dt is D.float32 or dt is D.float64) and kind in ("cpu", "cuda")
+    return ok and weight.device == x.device and (bias is None or bias.device == x.device)
 
 
 __all__: list[str] = []

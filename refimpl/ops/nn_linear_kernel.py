@@ -4,9 +4,13 @@ autograd node ``AddmmBackward0`` as torch's) and its one-call backward
 input of more dims is viewed as 2-d and the result viewed back, as torch does).
 
 CPU: one numpy GEMM (bias added in place); the backward's weight gradient is
-``grad.T @ input``, row-major as the weight, so ``.grad`` takes it without a copy. CUDA:
-``matmul`` (cuBLAS) and ``add`` under no_grad; no CPU fallback. Double backward runs the
-formulas in differentiable refimpl ops.
+``grad.T @ input``, row-major as the weight, so ``.grad`` takes it without a copy. CUDA
+(no CPU fallback): one launch broadcasting the bias into the output, then one cuBLAS GEMM
+accumulating onto it (``beta=1``: the bias is added in the GEMM's compute type, rounded
+once); the backward is two GEMMs reading the operands as they are laid out (transposes
+as cuBLAS flags) and one channel-sum kernel for the bias (``refimpl.cuda._conv_kernels``).
+float16/bfloat16 take the op on CUDA only. Double backward runs the formulas in
+differentiable refimpl ops.
 """
 
 from __future__ import annotations
@@ -31,13 +35,12 @@ def _cpu(input, weight, bias):
 
 
 def _cuda(input, weight, bias):
-    from refimpl.autograd.grad_mode import no_grad
+    from refimpl.cuda import _conv_kernels as K
 
-    with no_grad():
-        out = input.matmul(weight.t())
-        if bias is not None:
-            out = out + bias
-    return out.contiguous()
+    out = Tensor._empty((input.shape[0], weight.shape[0]), input.dtype, input.device)
+    K.add_bias(out, None, bias, 1)  # the bias broadcast over the rows, then C += A @ B
+    wt = K.view(weight, (weight.shape[1], weight.shape[0]), weight._stride[::-1])
+    return K.gemm(out, input, wt, beta=1)
 
 
 def _backward_ops(grad, input, weight, mask):
@@ -92,26 +95,36 @@ def _bw_cpu(grad, input, weight, mask):
 
 
 def _bw_cuda(grad, input, weight, mask):
-    from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.factories import empty
+    from refimpl.cuda import _conv_kernels as K
 
-    with no_grad():
-        parts = _backward_ops(grad, input, weight, mask)
-    return tuple(p.contiguous() if p is not None else
-                 empty((0,), dtype=input.dtype, device=input.device) for p in parts)
+    dev, dt = input.device, input.dtype
+    gi, gw, gb = (Tensor._empty((0,), dt, dev) for _ in range(3))
+    if mask[0]:
+        gi = K.gemm(Tensor._empty(tuple(input.shape), dt, dev), grad, weight)
+    if mask[1]:
+        gt = K.view(grad, (grad.shape[1], grad.shape[0]), grad._stride[::-1])
+        gw = K.gemm(Tensor._empty(tuple(weight.shape), dt, dev), gt, input)
+    if mask[2]:
+        gb = K.channel_sum(K.dense(grad), grad.shape[0], grad.shape[1], 1)
+    return gi, gw, gb
 
 
 linear_backward = defop("_linear_fused_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,
                         differentiable=False, extra={"method": False})
 
 
+_HALF = (D.float16, D.bfloat16)
+
+
 def use_fused(input: Tensor, weight: Tensor, bias) -> bool:
     """Whether ``linear`` takes the fused op: float32/float64 tensors of one dtype on the
-    CPU or CUDA, a 2-d weight, a 1-d bias of its rows (without a bias torch's op is ``mm``
+    CPU or CUDA (float16/bfloat16 too on CUDA), a 2-d weight, a 1-d bias of its rows (without a bias torch's op is ``mm``
     and the composed path keeps its node), and a 2-d input or a contiguous one of more
     dims, with data."""
     dt = input.dtype
-    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
+    cuda = input.device.type == "cuda"
+    return ((dt is D.float32 or dt is D.float64 or cuda and dt in _HALF)
+            and (cuda or input.device.type == "cpu")
             and weight.dim() == 2 and weight.dtype is dt and weight.device == input.device
             and (bias is None or bias.device == input.device)
             and (input.dim() == 2 or input.dim() > 2 and input.is_contiguous())

@@ -1,0 +1,349 @@
+"""The CUDA kernels of the fused convolution and linear ops: im2col, col2im, bias and
+layout passes (NVRTC), with the matrix products on cuBLAS (``_blas.gemm``).
+
+Column layouts. The columns of a convolution hold, for each input channel ``c`` and
+kernel offset ``k`` (row ``c*K + k``), the input value each output position ``l``
+reads (zero where the window hangs over the padding). Two layouts are written:
+
+* ``A``: (N, C*K, L), one matrix per batch element; the forward of an ungrouped
+  convolution multiplies the weight (broadcast over the batch) by it in one batched
+  GEMM that writes the output (N, C_out, L) directly.
+* ``B``: (C*K, N*L), the batch folded into the columns; as rows ``c*K + k`` of a group
+  are consecutive, group ``g`` is the row block (Cg*K, N*L) and one GEMM batched over
+  the groups covers them all. Grouped forwards and every backward use it.
+
+Element type ``T`` is float16 / bfloat16 (2-byte words, arithmetic in float32), float32
+or float64 (arithmetic in double). Sums run in a fixed order (the col2im gather visits
+kernel offsets in order; the channel sums reduce a block in a fixed tree): no atomics,
+results are reproducible. Every launch runs on the current stream of the tensor's device,
+every buffer comes from the caching allocator, so the ops can be captured in CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from refimpl import _dtype as D
+from refimpl._tensor import Tensor
+
+_BLOCK = 256
+_MAX_GRID = 1 << 16
+
+_SOURCE = r"""
+struct h16 { unsigned short x; };
+struct b16 { unsigned short x; };
+__device__ __forceinline__ float ld(h16 v) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.x)); return f; }
+__device__ __forceinline__ float ld(b16 v) { return __uint_as_float(((unsigned int)v.x) << 16); }
+__device__ __forceinline__ float ld(float v) { return v; }
+__device__ __forceinline__ double ld(double v) { return v; }
+template<class T> struct Acc { typedef float type; };
+template<> struct Acc<double> { typedef double type; };
+template<class T> __device__ __forceinline__ T st(typename Acc<T>::type v);
+template<> __device__ __forceinline__ h16 st<h16>(float f) {
+  h16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f)); return h; }
+template<> __device__ __forceinline__ b16 st<b16>(float f) {
+  unsigned int u = __float_as_uint(f); b16 r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { r.x = 0x7fc0; return r; }
+  u += 0x7fffu + ((u >> 16) & 1u); r.x = (unsigned short)(u >> 16); return r; }
+template<> __device__ __forceinline__ float st<float>(float v) { return v; }
+template<> __device__ __forceinline__ double st<double>(double v) { return v; }
+
+// Geometry of a convolution, spatial dims padded in front to three.
+struct Geo {
+  long long n, c;
+  long long in[3];
+  long long xs[5];   // input strides (batch, channel, d, h, w) in elements
+  long long k[3], out[3], stride[3], pad[3], dil[3];
+};
+
+#define GRID_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
+    i < (n); i += (long long)gridDim.x * blockDim.x)
+
+template<class T>
+__device__ void im2col_body(const T* __restrict__ x, T* __restrict__ cols, Geo g,
+                            int layout_b) {
+  const long long L = g.out[0] * g.out[1] * g.out[2];
+  const long long total = g.n * g.c * g.k[0] * g.k[1] * g.k[2] * L;
+  GRID_LOOP(e, total) {
+    long long r = e;
+    const long long ow = r % g.out[2]; r /= g.out[2];
+    const long long oh = r % g.out[1]; r /= g.out[1];
+    const long long od = r % g.out[0]; r /= g.out[0];
+    long long b = 0;
+    if (layout_b) { b = r % g.n; r /= g.n; }
+    const long long kw = r % g.k[2]; r /= g.k[2];
+    const long long kh = r % g.k[1]; r /= g.k[1];
+    const long long kd = r % g.k[0]; r /= g.k[0];
+    long long ch = r;
+    if (!layout_b) { ch = r % g.c; b = r / g.c; }
+    const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+    const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+    const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+    T v{};
+    if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
+      v = x[b * g.xs[0] + ch * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]];
+    cols[e] = v;
+  }
+}
+
+// One thread per input element (contiguous N, C, D, H, W): the sum of the columns that
+// read it, kernel offsets in order.
+template<class T>
+__device__ void col2im_body(const T* __restrict__ cols, T* __restrict__ out, Geo g,
+                            int layout_b) {
+  typedef typename Acc<T>::type A;
+  const long long L = g.out[0] * g.out[1] * g.out[2];
+  const long long K = g.k[0] * g.k[1] * g.k[2];
+  const long long total = g.n * g.c * g.in[0] * g.in[1] * g.in[2];
+  GRID_LOOP(e, total) {
+    long long r = e;
+    const long long iw = r % g.in[2]; r /= g.in[2];
+    const long long ih = r % g.in[1]; r /= g.in[1];
+    const long long id = r % g.in[0]; r /= g.in[0];
+    const long long ch = r % g.c;
+    const long long b = r / g.c;
+    A acc = 0;
+    for (long long kd = 0; kd < g.k[0]; ++kd) {
+      const long long td = id + g.pad[0] - kd * g.dil[0];
+      if (td < 0) break;
+      if (td % g.stride[0]) continue;
+      const long long od = td / g.stride[0];
+      if (od >= g.out[0]) continue;
+      for (long long kh = 0; kh < g.k[1]; ++kh) {
+        const long long th = ih + g.pad[1] - kh * g.dil[1];
+        if (th < 0) break;
+        if (th % g.stride[1]) continue;
+        const long long oh = th / g.stride[1];
+        if (oh >= g.out[1]) continue;
+        for (long long kw = 0; kw < g.k[2]; ++kw) {
+          const long long tw = iw + g.pad[2] - kw * g.dil[2];
+          if (tw < 0) break;
+          if (tw % g.stride[2]) continue;
+          const long long ow = tw / g.stride[2];
+          if (ow >= g.out[2]) continue;
+          const long long k = (kd * g.k[1] + kh) * g.k[2] + kw;
+          const long long l = (od * g.out[1] + oh) * g.out[2] + ow;
+          const long long row = ch * K + k;
+          acc += ld(cols[layout_b ? (row * g.n + b) * L + l : (b * g.c * K + row) * L + l]);
+        }
+      }
+    }
+    out[e] = st<T>(acc);
+  }
+}
+
+// dst[e] = src[e] (or 0 without src) + bias[(e / inner) % channels]
+template<class T>
+__device__ void bias_body(T* dst, const T* src, const T* __restrict__ bias,
+                          long long channels, long long inner, long long total) {
+  typedef typename Acc<T>::type A;
+  GRID_LOOP(e, total) {
+    A v = src ? ld(src[e]) : (A)0;
+    dst[e] = st<T>(v + ld(bias[(e / inner) % channels]));
+  }
+}
+
+// dst (B, A, inner) from src (A, B, inner), plus bias[a] when given
+template<class T>
+__device__ void swap01_body(const T* __restrict__ src, T* __restrict__ dst,
+                            const T* __restrict__ bias, long long na, long long nb,
+                            long long inner) {
+  const long long total = na * nb * inner;
+  GRID_LOOP(e, total) {
+    const long long l = e % inner;
+    const long long r = e / inner;
+    const long long a = r % na;
+    const long long b = r / na;
+    const T v = src[(a * nb + b) * inner + l];
+    dst[e] = bias ? st<T>(ld(v) + ld(bias[a])) : v;
+  }
+}
+
+// out[c] = sum over (o, l) of g[o, c, l] for g (outer, channels, inner): one block per
+// channel, a fixed-order tree over the block.
+template<class T>
+__device__ void channel_sum_body(const T* __restrict__ g, T* __restrict__ out,
+                                 long long outer, long long channels, long long inner) {
+  typedef typename Acc<T>::type A;
+  __shared__ A sh[256];
+  const long long count = outer * inner;
+  for (long long c = blockIdx.x; c < channels; c += gridDim.x) {
+    A acc = 0;
+    for (long long i = threadIdx.x; i < count; i += blockDim.x) {
+      const long long o = i / inner;
+      acc += ld(g[(o * channels + c) * inner + (i - o * inner)]);
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[c] = st<T>(sh[0]);
+    __syncthreads();
+  }
+}
+
+#define KERNELS(S, T) \
+extern "C" __global__ void im2col_##S(const T* x, T* cols, Geo g, int layout_b) { \
+  im2col_body<T>(x, cols, g, layout_b); } \
+extern "C" __global__ void col2im_##S(const T* cols, T* out, Geo g, int layout_b) { \
+  col2im_body<T>(cols, out, g, layout_b); } \
+extern "C" __global__ void bias_##S(T* dst, const T* src, const T* bias, long long channels, \
+    long long inner, long long total) { bias_body<T>(dst, src, bias, channels, inner, total); } \
+extern "C" __global__ void swap01_##S(const T* src, T* dst, const T* bias, long long na, \
+    long long nb, long long inner) { swap01_body<T>(src, dst, bias, na, nb, inner); } \
+extern "C" __global__ void channel_sum_##S(const T* g, T* out, long long outer, \
+    long long channels, long long inner) { channel_sum_body<T>(g, out, outer, channels, inner); }
+KERNELS(f16, h16)
+KERNELS(bf16, b16)
+KERNELS(f32, float)
+KERNELS(f64, double)
+"""
+
+_SUFFIX = {D.float16: "f16", D.bfloat16: "bf16", D.float32: "f32", D.float64: "f64"}
+KERNEL_DTYPES = frozenset(_SUFFIX)
+_NAMES = ("im2col", "col2im", "bias", "swap01", "channel_sum")
+_functions: dict = {}  # (name, dtype, device index) -> kernel handle
+
+
+class _Geo(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_longlong), ("c", ctypes.c_longlong),
+                ("inp", ctypes.c_longlong * 3), ("xs", ctypes.c_longlong * 5),
+                ("k", ctypes.c_longlong * 3), ("out", ctypes.c_longlong * 3),
+                ("stride", ctypes.c_longlong * 3), ("pad", ctypes.c_longlong * 3),
+                ("dil", ctypes.c_longlong * 3)]
+
+
+def _ptr(t: Tensor | None) -> ctypes.c_uint64:
+    if t is None:
+        return ctypes.c_uint64(0)
+    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+
+
+def _launch(name: str, t: Tensor, total: int, args: list, per_block: bool = False) -> None:
+    """Launch kernel ``name`` for ``t``'s dtype on its device's current stream: a grid
+    over ``total`` elements (or ``total`` blocks with ``per_block``)."""
+    from refimpl.cuda import _driver, streams
+    from refimpl.cuda._pointwise import load_functions
+
+    index = t._storage._data.device_index
+    key = (name, t.dtype, index)
+    fn = _functions.get(key)
+    if fn is None:
+        suffix = _SUFFIX[t.dtype]
+        fns = load_functions(_SOURCE, tuple(f"{n}_{suffix}" for n in _NAMES), index)
+        for n, f in zip(_NAMES, fns):
+            _functions[(n, t.dtype, index)] = f
+        fn = _functions[key]
+    grid = min(max(total if per_block else -(-total // _BLOCK), 1), _MAX_GRID)
+    _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1), args,
+                   streams.current_stream_handle(index))
+
+
+def view(t: Tensor, shape, stride, offset: int = 0) -> Tensor:
+    """A raw view of ``t``'s storage (no autograd, no version tracking) for an operand."""
+    return Tensor._make(t._storage, shape, stride, t._offset + offset, t.dtype)
+
+
+def dense(t: Tensor) -> Tensor:
+    """``t`` itself when contiguous, else a raw contiguous copy."""
+    from refimpl.cuda._blas import dense_copy
+
+    return t if t.is_contiguous() else dense_copy(t)
+
+
+def _prod(xs) -> int:
+    r = 1
+    for v in xs:
+        r *= int(v)
+    return r
+
+
+def _geo(x_shape, x_stride, kernel, out_sizes, stride, pads, dilation) -> _Geo:
+    """The geometry struct, spatial dims padded in front to three."""
+    lead = 3 - len(kernel)
+    g = _Geo()
+    g.n, g.c = int(x_shape[0]), int(x_shape[1])
+    g.inp[:] = [1] * lead + [int(s) for s in x_shape[2:]]
+    g.xs[:] = [int(x_stride[0]), int(x_stride[1])] + [0] * lead + [int(s) for s in x_stride[2:]]
+    g.k[:] = [1] * lead + [int(k) for k in kernel]
+    g.out[:] = [1] * lead + [int(o) for o in out_sizes]
+    g.stride[:] = [1] * lead + [int(s) for s in stride]
+    g.pad[:] = [0] * lead + [int(p[0]) for p in pads]
+    g.dil[:] = [1] * lead + [int(d) for d in dilation]
+    return g
+
+
+def im2col(x: Tensor, kernel, out_sizes, stride, pads, dilation, layout_b: bool) -> Tensor:
+    """The columns of ``x`` (any strides): (N, C*K, L) in layout A, (C*K, N*L) in B."""
+    batch, c = x._shape[:2]
+    k, length = c * _prod(kernel), _prod(out_sizes)
+    shape = (k, batch * length) if layout_b else (batch, k, length)
+    cols = Tensor._empty(shape, x.dtype, x.device)
+    total = batch * k * length
+    if total:
+        g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
+        _launch("im2col", x, total, [_ptr(x), _ptr(cols), g, ctypes.c_int(int(layout_b))])
+    return cols
+
+
+def col2im(cols: Tensor, x_shape, kernel, out_sizes, stride, pads, dilation,
+           layout_b: bool) -> Tensor:
+    """The input-shaped sum of the columns ``cols`` (layout A or B) over their windows."""
+    out = Tensor._empty(tuple(x_shape), cols.dtype, cols.device)
+    total = out.numel()
+    if total:
+        g = _geo(x_shape, out._stride, kernel, out_sizes, stride, pads, dilation)
+        _launch("col2im", cols, total, [_ptr(cols), _ptr(out), g, ctypes.c_int(int(layout_b))])
+    return out
+
+
+def add_bias(dst: Tensor, src: Tensor | None, bias: Tensor, inner: int) -> Tensor:
+    """``dst = src + bias`` (``src`` may be ``dst``; without ``src``, ``dst = bias``) over
+    contiguous (outer, channels, inner) tensors, the bias broadcast along the channels."""
+    total = dst.numel()
+    if total:
+        bias = dense(bias)
+        _launch("bias", dst, total, [_ptr(dst), _ptr(src), _ptr(bias),
+                                     ctypes.c_longlong(bias.numel()),
+                                     ctypes.c_longlong(inner), ctypes.c_longlong(total)])
+    return dst
+
+
+def swap01(src: Tensor, na: int, nb: int, inner: int, out_shape,
+           bias: Tensor | None = None) -> Tensor:
+    """The contiguous (nb, na, inner) transpose of contiguous (na, nb, inner) ``src``
+    (shaped ``out_shape``), plus ``bias[a]`` when given."""
+    out = Tensor._empty(tuple(out_shape), src.dtype, src.device)
+    total = na * nb * inner
+    if total:
+        if bias is not None:
+            bias = dense(bias)
+        _launch("swap01", src, total, [_ptr(src), _ptr(out), _ptr(bias), ctypes.c_longlong(na),
+                                       ctypes.c_longlong(nb), ctypes.c_longlong(inner)])
+    return out
+
+
+def channel_sum(g: Tensor, outer: int, channels: int, inner: int) -> Tensor:
+    """(channels,) sums of contiguous (outer, channels, inner) ``g`` over outer and inner."""
+    out = Tensor._empty((channels,), g.dtype, g.device)
+    if channels:
+        _launch("channel_sum", g, channels, [_ptr(g), _ptr(out), ctypes.c_longlong(outer),
+                                             ctypes.c_longlong(channels),
+                                             ctypes.c_longlong(inner)], per_block=True)
+    return out
+
+
+def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
+    """``_blas.gemm``, a batch of one taken as a plain 2-D product."""
+    from refimpl.cuda import _blas
+
+    if out.dim() == 3 and out._shape[0] == 1:
+        out, a, b = (view(t, t._shape[1:], t._stride[1:]) for t in (out, a, b))
+    return _blas.gemm(out, a, b, beta=beta)
+
+
+__all__ = ["KERNEL_DTYPES", "add_bias", "channel_sum", "col2im", "dense", "gemm", "im2col",
+           "swap01", "view"]

@@ -1,0 +1,227 @@
+"""The launch plan of the CUDA convolution and linear kernels, checked without a GPU.
+
+``refimpl.cuda._conv_kernels`` computes a convolution as NVRTC kernels (im2col, col2im,
+bias, transpose, channel sums) around cuBLAS GEMMs whose operands are strided views of
+the kernels' buffers. Here the CUDA launchers run on CPU tensors: each kernel is
+replaced by a line-by-line Python model of its CUDA body (same index arithmetic, same
+arguments, read from the launch's argument list) and each GEMM by numpy over the
+operand views' shapes and strides, as cuBLAS reads them. The results must equal the CPU
+kernels' (numpy im2col) for 1-d, 2-d and 3-d, grouped, strided, padded, dilated, empty
+and non-contiguous cases, forward and backward under every mask. The CUDA source must
+also compile with NVRTC where the library is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import refimpl as t
+from refimpl.cuda import _blas
+from refimpl.cuda import _conv_kernels as K
+from refimpl.ops import nn_conv_kernel as C
+from refimpl.ops import nn_linear_kernel as LK
+
+
+def _flat(x) -> np.ndarray:
+    """The storage of CPU tensor ``x`` from its offset on, as a flat array of its dtype."""
+    return x._storage._data.reshape(-1).view(np.uint8).view(x.dtype.np)[x._offset:]
+
+
+def _im2col(x, cols, g, layout_b):
+    lb = layout_b.value
+    L = g.out[0] * g.out[1] * g.out[2]
+    for e in range(g.n * g.c * g.k[0] * g.k[1] * g.k[2] * L):
+        r = e
+        r, ow = divmod(r, g.out[2])
+        r, oh = divmod(r, g.out[1])
+        r, od = divmod(r, g.out[0])
+        b = 0
+        if lb:
+            r, b = divmod(r, g.n)
+        r, kw = divmod(r, g.k[2])
+        r, kh = divmod(r, g.k[1])
+        r, kd = divmod(r, g.k[0])
+        ch = r
+        if not lb:
+            ch, b = r % g.c, r // g.c
+        i = [od * g.stride[0] - g.pad[0] + kd * g.dil[0],
+             oh * g.stride[1] - g.pad[1] + kh * g.dil[1],
+             ow * g.stride[2] - g.pad[2] + kw * g.dil[2]]
+        v = 0
+        if all(0 <= i[j] < g.inp[j] for j in range(3)):
+            v = x[b * g.xs[0] + ch * g.xs[1] + i[0] * g.xs[2] + i[1] * g.xs[3] + i[2] * g.xs[4]]
+        cols[e] = v
+
+
+def _col2im(cols, out, g, layout_b):
+    lb = layout_b.value
+    L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
+    for e in range(g.n * g.c * g.inp[0] * g.inp[1] * g.inp[2]):
+        r = e
+        pos = [0, 0, 0]
+        for j in (2, 1, 0):
+            pos[j] = r % g.inp[j]
+            r //= g.inp[j]
+        ch, b = r % g.c, r // g.c
+        acc = 0.0
+        for kd in range(g.k[0]):
+            td = pos[0] + g.pad[0] - kd * g.dil[0]
+            if td < 0:
+                break
+            if td % g.stride[0] or td // g.stride[0] >= g.out[0]:
+                continue
+            for kh in range(g.k[1]):
+                th = pos[1] + g.pad[1] - kh * g.dil[1]
+                if th < 0:
+                    break
+                if th % g.stride[1] or th // g.stride[1] >= g.out[1]:
+                    continue
+                for kw in range(g.k[2]):
+                    tw = pos[2] + g.pad[2] - kw * g.dil[2]
+                    if tw < 0:
+                        break
+                    if tw % g.stride[2] or tw // g.stride[2] >= g.out[2]:
+                        continue
+                    k = (kd * g.k[1] + kh) * g.k[2] + kw
+                    l = ((td // g.stride[0]) * g.out[1] + th // g.stride[1]) * g.out[2] \
+                        + tw // g.stride[2]
+                    row = ch * KK + k
+                    acc += cols[(row * g.n + b) * L + l if lb else (b * g.c * KK + row) * L + l]
+        out[e] = acc
+
+
+def _bias(dst, src, bias, channels, inner, total):
+    for e in range(total.value):
+        base = src[e] if src is not None else 0
+        dst[e] = base + bias[(e // inner.value) % channels.value]
+
+
+def _swap01(src, dst, bias, na, nb, inner):
+    na, nb, inner = na.value, nb.value, inner.value
+    for e in range(na * nb * inner):
+        r = e // inner
+        a, b = r % na, r // na
+        v = src[(a * nb + b) * inner + e % inner]
+        dst[e] = v + bias[a] if bias is not None else v
+
+
+def _channel_sum(g, out, outer, channels, inner):
+    outer, channels, inner = outer.value, channels.value, inner.value
+    for c in range(channels):
+        out[c] = sum(g[((i // inner) * channels + c) * inner + i % inner]
+                     for i in range(outer * inner))
+
+
+_MODELS = {"im2col": _im2col, "col2im": _col2im, "bias": _bias, "swap01": _swap01,
+           "channel_sum": _channel_sum}
+
+
+def _strided(x) -> np.ndarray:
+    return np.lib.stride_tricks.as_strided(
+        _flat(x), x._shape, [s * x.dtype.itemsize for s in x._stride])
+
+
+def _gemm(out, a, b, *, alpha=1, beta=0):
+    assert out.is_contiguous() and a.dim() == b.dim() == out.dim() in (2, 3)
+    assert a.dtype is b.dtype is out.dtype
+    o = _strided(out)
+    o[...] = np.matmul(_strided(a), _strided(b)) + (beta * o if beta else 0)
+    return out
+
+
+@pytest.fixture()
+def launches(monkeypatch):
+    """The kernels launched (models run instead), GEMMs as ``gemm``."""
+    seen: list[str] = []
+
+    def launch(name, tensor, total, args, per_block=False):
+        seen.append(name)
+        _MODELS[name](*args)
+
+    def gemm(*a, **kw):
+        seen.append("gemm")
+        return _gemm(*a, **kw)
+
+    monkeypatch.setattr(K, "_ptr", lambda x: None if x is None else _flat(x))
+    monkeypatch.setattr(K, "_launch", launch)
+    monkeypatch.setattr(_blas, "gemm", gemm)
+    return seen
+
+
+RNG = np.random.default_rng(3)
+
+# (input shape, weight shape, stride, pads, dilation, groups, bias, non-contiguous input)
+CASES = [
+    ((2, 3, 7), (4, 3, 3), [2], [(1, 1)], [2], 1, True, False),
+    ((2, 4, 6), (6, 2, 2), [1], [(0, 1)], [1], 2, True, False),
+    ((2, 3, 5, 6), (4, 3, 3, 2), [2, 1], [(1, 1), (0, 2)], [1, 2], 1, True, True),
+    ((1, 4, 5, 5), (4, 1, 3, 3), [1, 2], [(1, 1), (1, 1)], [1, 1], 4, False, False),
+    ((3, 6, 5, 4), (4, 3, 1, 3), [3, 1], [(2, 2), (0, 0)], [1, 1], 2, True, True),
+    ((2, 2, 4, 5, 3), (3, 2, 2, 3, 2), [1, 2, 1], [(1, 1), (0, 0), (1, 0)], [2, 1, 1], 1,
+     True, False),
+    ((1, 4, 3, 4, 3), (2, 2, 2, 2, 2), [1, 1, 1], [(0, 0), (1, 1), (0, 0)], [1, 1, 2], 2,
+     True, False),
+    ((0, 3, 5, 5), (4, 3, 3, 3), [1, 1], [(1, 1), (1, 1)], [1, 1], 1, True, False),
+]
+
+
+@pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
+                         CASES)
+def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups, bias,
+                                              strided, launches):
+    xa = RNG.standard_normal(xs)
+    x = t.tensor(xa)
+    if strided:  # the same values through a (C, N, ...) buffer
+        x = t.tensor(np.ascontiguousarray(np.swapaxes(xa, 0, 1))).transpose(0, 1)
+    w = t.tensor(RNG.standard_normal(ws))
+    b = t.tensor(RNG.standard_normal(ws[0])) if bias else None
+    args = (stride, pads, dil, groups)
+    got = C._cuda(x, w, b, *args)
+    want = C._cpu(x, w, b, *args)
+    np.testing.assert_allclose(got._np, want, rtol=1e-12, atol=1e-12)
+    if xs[0]:
+        last = ("bias",) if groups == 1 and bias else ("swap01",) if groups > 1 else ()
+        assert launches == ["im2col", "gemm", *last]
+    g = t.tensor(RNG.standard_normal(want.shape))
+    for mask in ([True, True, True], [True, False, False], [False, True, False],
+                 [False, False, True]):
+        gots = C._bw_cuda(g, x, w, *args, mask)
+        for m, a, ref in zip(mask, gots, C._bw_cpu(g, x, w, *args, mask)):
+            assert tuple(a.shape) == ref.shape
+            if m:
+                np.testing.assert_allclose(a._np, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(5, 3, 4), (1, 7, 2)])
+def test_linear_launch_plan_matches_cpu_kernels(m, k, n, launches):
+    x = t.tensor(RNG.standard_normal((k, m))).t()  # a transposed input
+    w, b = t.tensor(RNG.standard_normal((n, k))), t.tensor(RNG.standard_normal(n))
+    np.testing.assert_allclose(LK._cuda(x, w, b)._np, LK._cpu(x, w, b), rtol=1e-12)
+    assert launches == ["bias", "gemm"]
+    g = t.tensor(RNG.standard_normal((m, n)))
+    for got, want in zip(LK._bw_cuda(g, x, w, [True] * 3), LK._bw_cpu(g, x, w, [True] * 3)):
+        np.testing.assert_allclose(got._np, want, rtol=1e-12)
+    assert launches[2:] == ["gemm", "gemm", "channel_sum"]
+
+
+def test_geometry_pads_spatial_dims_in_front():
+    g = K._geo((2, 3, 7), (21, 7, 1), [3], [4], [2], [(1, 2)], [3])
+    assert (g.n, g.c, list(g.inp), list(g.xs)) == (2, 3, [1, 1, 7], [21, 7, 0, 0, 1])
+    assert (list(g.k), list(g.out), list(g.stride), list(g.pad), list(g.dil)) == (
+        [1, 1, 3], [1, 1, 4], [1, 1, 2], [0, 0, 1], [1, 1, 3])
+
+
+def test_cuda_source_compiles_with_nvrtc():
+    from refimpl.cuda import _driver, _nvrtc
+
+    try:
+        _driver.nvrtc_version()
+    except (ImportError, RuntimeError) as exc:  # no bindings or no NVRTC library here
+        pytest.skip(f"NVRTC unavailable: {exc}")
+    ptx = _driver.nvrtc_compile(K._SOURCE, "conv.cu",
+                                [*_nvrtc._OPTIONS, "--gpu-architecture=compute_80"],
+                                cubin=False).decode(errors="replace")
+    for name in K._NAMES:
+        for suffix in ("f16", "bf16", "f32", "f64"):
+            assert f".entry {name}_{suffix}(" in ptx
