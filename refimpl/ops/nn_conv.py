@@ -1,12 +1,14 @@
 """Convolutions of ``torch.nn.functional``: ``conv1d``, ``conv2d``, ``conv3d`` with stride,
 padding (numbers, ``'same'``, ``'valid'``), dilation and groups (spec: NNF-030..NNF-033).
 
-A convolution is im2col + a matrix product: the padded input's sliding windows (a view,
-``nn_shape.windows``) are laid out as columns and multiplied by the flattened weight
-with ``matmul`` (cuBLAS on CUDA, numpy on the CPU). Being a composition of refimpl ops,
-it runs on every device and its gradients (of input, weight and bias, to any order) and
-forward-mode tangents follow from those ops' rules. torch's argument checks and
-messages come first, in torch's order.
+A convolution is im2col + a matrix product: the padded input's sliding windows are laid
+out as columns and multiplied by the flattened weight. Floating inputs on the CPU and
+CUDA take one op, ``_conv_im2col`` (``nn_conv_kernel``: numpy on the CPU; on CUDA an
+im2col NVRTC kernel and one cuBLAS GEMM, ``refimpl.cuda._conv_kernels``), whose backward
+is one op too. Other cases (and double backward) compose refimpl ops: the windows as a
+view (``nn_shape.windows``) and ``matmul``, so their gradients (to any order) and
+forward-mode tangents follow from those ops' rules. torch's argument checks and messages
+come first, in torch's order.
 """
 
 from __future__ import annotations
