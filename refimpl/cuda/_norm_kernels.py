@@ -22,6 +22,8 @@ batch is thus copied once). Index arithmetic is 64-bit.
   evaluation the apply launch reads the given statistics. The backward forms the
   partial sums of ``g`` and ``g * (x - mean)`` (``bn_bw_sums``) and then the input
   gradient and the weight/bias gradients (``bn_bw_apply``).
+  The running statistics' update of ``batch_norm`` is one more launch
+  (``bn_running``, called by ``nn_norm._update_running``) instead of five ops.
 * Layer norm, input viewed as (R, D): one warp per row for D <= 1024, else one block of
   256 threads per row; mean and variance by two passes over the row. The backward's
   input gradient is per row the same way (``ln_bw_rows``); the weight and bias gradients
@@ -322,7 +324,28 @@ __device__ void ln_bw_cols_final(const A* pw, const A* pb, T* gw, T* gb, long lo
   }
 }
 
+// The running statistics' update in place, rounded as the ops mul_ then add_ (alpha)
+// round it: rm = rm * keep + momentum * mean; rv = rv * keep + momentum * (var * factor).
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+template<class T>
+__device__ void bn_running(T* rm, T* rv, const T* mean, const T* var, long long C, T keep,
+                           T momentum, T factor) {
+  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < C;
+       c += (long long)gridDim.x * blockDim.x) {
+    T r = mul_rn(rm[c], keep);
+    rm[c] = r + momentum * mean[c];
+    T u = mul_rn(var[c], factor);
+    T s = mul_rn(rv[c], keep);
+    rv[c] = s + momentum * u;
+  }
+}
+
 #define NORM_KERNELS(S, T, A) \
+extern "C" __global__ void bn_running_##S(T* rm, T* rv, const T* mean, const T* var, \
+    long long C, T keep, T momentum, T factor) { \
+  bn_running<T>(rm, rv, mean, var, C, keep, momentum, factor); } \
 extern "C" __global__ void bn_stats_##S(const T* x, A* part, long long C, long long hw, \
     long long M, long long chunk, long long P) { \
   bn_stats<T, A>(x, part, C, hw, M, chunk, P); } \
@@ -356,7 +379,7 @@ NORM_KERNELS(f32, float, float)
 NORM_KERNELS(f64, double, double)
 """
 
-KERNELS = ("bn_stats", "bn_apply", "bn_bw_sums", "bn_bw_apply", "ln_fwd", "ln_bw_rows",
+KERNELS = ("bn_running", "bn_stats", "bn_apply", "bn_bw_sums", "bn_bw_apply", "ln_fwd", "ln_bw_rows",
            "ln_bw_cols", "ln_bw_cols_final")
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
 _BLOCK = 256
@@ -431,6 +454,31 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
              _ptr(weight), _ptr(bias), _ptr(mean if training else None),
              _ptr(var if training else None), *dims[:4], ctypes.c_longlong(p), T(eps)])
     return y, mean, var
+
+
+def update_running(running_mean: Tensor, running_var: Tensor, mean: Tensor, var: Tensor,
+                   momentum: float, n: int) -> bool:
+    """``running_mean``/``running_var`` updated in place with the batch's ``mean`` and
+    biased ``var`` of ``n`` values a channel, in one launch; rounded as the ops
+    ``running_mean.mul_(1 - momentum).add_(mean, alpha=momentum)`` and
+    ``running_var.mul_(1 - momentum).add_(var * (n / (n - 1)), alpha=momentum)`` round
+    it, each buffer's version bumped twice as by them. False (nothing done) unless all
+    four are plain contiguous CUDA tensors of one float32/float64 dtype, shape and device
+    and nothing watches ops."""
+    from refimpl.optim._cuda_update import plain
+
+    if n < 2 or not running_var.is_contiguous() \
+            or not plain(running_mean, mean, running_var, var):
+        return False
+    c = running_mean.numel()
+    if c:
+        T = _SUFFIX[mean.dtype][1]
+        _launch("bn_running", mean, (-(-c // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                [_ptr(running_mean), _ptr(running_var), _ptr(mean), _ptr(var),
+                 ctypes.c_longlong(c), T(1 - momentum), T(momentum), T(n / (n - 1))])
+    running_mean._version_counter.version += 2
+    running_var._version_counter.version += 2
+    return True
 
 
 def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: Tensor,
