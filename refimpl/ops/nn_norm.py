@@ -115,6 +115,12 @@ def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> N
                 and plain(running_mean, running_var, mean, var):
             _update_running_np(running_mean, running_var, mean, var, momentum, n)
             return
+        if running_mean is not None and running_var is not None \
+                and running_mean.device.type == "cuda":
+            from refimpl.cuda._norm_kernels import update_running
+
+            if update_running(running_mean, running_var, mean, var, momentum, n):
+                return
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
                                                  alpha=momentum)

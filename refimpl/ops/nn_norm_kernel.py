@@ -6,9 +6,10 @@ The op returns the normalised output, the mean and the biased variance it used (
 batch's when training, else the running statistics given); only the output is
 differentiable. CPU: numpy, two passes over the input for the statistics and one for the
 output; the backward forms the input, weight and bias gradients from two per-channel sums.
-CUDA: the same formulas composed of refimpl's CUDA ops (the reduce and pointwise kernels)
-under no_grad; no CPU fallback. Double backward runs the formulas in differentiable
-refimpl ops.
+CUDA: float32/float64 run the NVRTC kernels of ``refimpl.cuda._norm_kernels`` (two launches
+in training, one in evaluation; the backward two); other dtypes and empty inputs (which
+``use_fused`` never sends here from ``batch_norm``) compose refimpl's CUDA ops under
+no_grad; no CPU fallback. Double backward runs the formulas in differentiable refimpl ops.
 """
 
 from __future__ import annotations
@@ -71,9 +72,13 @@ def _ops(input, weight, bias, mean, var, training, eps):
 
 
 def _cuda(input, weight, bias, mean, var, training, eps):
+    from refimpl.cuda import _norm_kernels as K
+
+    if input.numel() and K.takes(input, weight, bias, mean, var):
+        return K.batch_norm(input, weight, bias, mean, var, training, eps)
     from refimpl.autograd.grad_mode import no_grad
 
-    with no_grad():
+    with no_grad():  # other dtypes and empty inputs: the composed ops
         out, m, v = _ops(input, weight, bias, mean, var, training, eps)
     return out.contiguous(), m.contiguous(), v.contiguous()
 
@@ -183,10 +188,14 @@ def _bw_cpu(grad, input, weight, mean, var, training, eps, mask):
 
 
 def _bw_cuda(grad, input, weight, mean, var, training, eps, mask):
+    from refimpl.cuda import _norm_kernels as K
+
+    if input.numel() and K.takes(input, grad, weight, mean, var):
+        return K.batch_norm_backward(grad, input, weight, mean, var, training, eps, mask)
     from refimpl.autograd.grad_mode import no_grad
     from refimpl.ops.factories import empty
 
-    with no_grad():
+    with no_grad():  # other dtypes and empty inputs: the composed ops
         parts = _backward_ops(grad, input, weight, mean, var, training, eps, mask)
     return tuple(p.contiguous() if p is not None else
                  empty((0,), dtype=input.dtype, device=input.device) for p in parts)
