@@ -1,11 +1,12 @@
 """Where one small CUDA op's host time goes: its parts timed alone, against torch.
 
 Times (microseconds per call, median of alternating samples) of a one-element float32
-``a + b`` on CUDA and of its parts: the raw ``cuLaunchKernel`` through cuda.bindings with
+``a + b`` on CUDA and of its parts (the raw ``cuLaunchKernel`` through cuda.bindings with
 a prebuilt parameter array, an allocation and free of the caching allocator, the
 elementwise kernel into a given output, the whole op without and with autograd
-recording; and torch's ``empty``/``add``/``add(out=)`` in the same run. Then a cProfile
-of refimpl's op by own time.
+recording), of a 16x16 ``mm`` and refimpl's raw cuBLAS GEMM call; and torch's
+``empty``/``add``/``add(out=)``/``mm`` in the same run. Then a cProfile of refimpl's op
+by own time.
 
     python bench/profile_cuda_op.py [--top 30]
 """
@@ -46,6 +47,9 @@ def main(argv=None) -> int:
     ta, tb = torch.ones(1, device="cuda"), torch.ones(1, device="cuda")
     tout = torch.empty(1, device="cuda")
     tag = torch.ones(1, device="cuda", requires_grad=True)
+    m, tm = r.ones(16, 16, device="cuda"), torch.ones(16, 16, device="cuda")
+    mout = r.empty(16, 16, device="cuda")
+    from refimpl.cuda import _blas
     # an empty kernel launched with a prebuilt parameter array (the elementwise kernels'
     # hot path, launch_1d) and with a ctypes argument list (_driver.launch)
     nop = load_functions('extern "C" __global__ void nop(float* p) {}', ("nop",), 0)[0]
@@ -64,6 +68,9 @@ def main(argv=None) -> int:
         "refimpl a+b": lambda: a + b,
         "refimpl add(out=)": lambda: r.add(a, b, out=out),
         "refimpl a+b (records)": lambda: ag + b,
+        "refimpl mm 16x16": lambda: m.mm(m),
+        "refimpl _blas.gemm (raw)": lambda: _blas.gemm(mout, m, m),
+        "torch mm 16x16": lambda: tm.mm(tm),
         "torch empty+free": lambda: torch.empty(1, device="cuda"),
         "torch a+b": lambda: ta + tb,
         "torch add(out=)": lambda: torch.add(ta, tb, out=tout),

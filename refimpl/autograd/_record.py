@@ -242,7 +242,8 @@ def _padded(res, n: int):
 
 
 # Stand-ins for dead weakly held arguments, by (shape, dtype): zero-stride views of one
-# zero element, shared (only gradients nobody asked for read them; see _WeakArg).
+# zero element, shared on the CPU (only gradients nobody asked for read them; see
+# _WeakArg); on CUDA each stand-in has its own zero element.
 _ZEROS_CACHE: dict = {}
 
 
@@ -260,6 +261,15 @@ def _zeros(meta):
             z = _tensor_cls()._make(one._storage, shape, (0,) * len(shape), 0, dtype)
             _ZEROS_CACHE[key] = z
         return z
+    if device.type == "cuda":
+        # one zeroed element seen through zero strides: an allocation and a memset, no op
+        # dispatched (nothing is cached: a kept block would show in the memory statistics)
+        from refimpl.cuda import _tensor_ops
+
+        cls = _tensor_cls()
+        one = cls._empty((1,), dtype, device)
+        _tensor_ops.fill_(one, 0)
+        return cls._make(one._storage, shape, (0,) * len(shape), 0, dtype)
     return _fresh_zeros(meta)
 
 

@@ -65,7 +65,7 @@ def _launch(out: Tensor, kernel: str, source: str, args: list) -> Tensor:
     fn = _nvrtc.get_function(_kernels._PRELUDE + _index.dtype_defs(name) + source, kernel,
                              dev)
     ptr = out._storage._data.ptr
-    _kernels._launch(fn, dev, streams.current_stream(dev).cuda_stream, n,
+    _kernels._launch(fn, dev, streams.current_stream_handle(dev), n,
                      [ctypes.c_uint64(ptr), ctypes.c_longlong(n), *args])
     return out
 

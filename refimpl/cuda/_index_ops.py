@@ -26,7 +26,7 @@ def device_index(t: Tensor) -> int:
 
 def stream(index: int) -> int:
     """The raw handle of the current stream of device ``index``."""
-    return streams.current_stream(index).cuda_stream
+    return streams.current_stream_handle(index)
 
 
 def ptr(t: Tensor) -> int:

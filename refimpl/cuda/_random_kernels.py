@@ -210,7 +210,7 @@ def _function(source: str, kernel: str, idx: int) -> int:
 def _launch(fn: int, idx: int, threads: int, args: list) -> None:
     grid = min(max(math.ceil(threads / _BLOCK), 1), _MAX_GRID)
     _driver.launch(idx, fn, (grid, 1, 1), (_BLOCK, 1, 1), args,
-                   streams.current_stream(idx).cuda_stream)
+                   streams.current_stream_handle(idx))
 
 
 def _where(out: Tensor) -> tuple[int, int]:

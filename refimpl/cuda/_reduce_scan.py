@@ -170,7 +170,7 @@ def scan(op: str, x: Tensor, dim: int, out_dtype: D.dtype, cast: D.dtype | None 
             _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1),
                            [ctypes.c_uint64(base), ctypes.c_uint64(out._storage._data.ptr), g,
                             ctypes.c_int(_inner_chunk(g.n_lines, g.n))],
-                           streams.current_stream(index).cuda_stream)
+                           streams.current_stream_handle(index))
             return out
         fn = _nvrtc.get_function(
             _source(op, x.dtype.name, (cast or x.dtype).name, out_dtype.name), "scan_kernel",
@@ -178,7 +178,7 @@ def scan(op: str, x: Tensor, dim: int, out_dtype: D.dtype, cast: D.dtype | None 
         _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1),
                        [ctypes.c_uint64(base), ctypes.c_uint64(out._storage._data.ptr),
                         ctypes.c_uint64(idx._storage._data.ptr if idx is not None else 0), g],
-                       streams.current_stream(index).cuda_stream)
+                       streams.current_stream_handle(index))
     return (out, idx) if with_indices else out
 
 

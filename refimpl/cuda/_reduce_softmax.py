@@ -186,5 +186,5 @@ def softmax(x: Tensor, dim: int, log: bool) -> Tensor:
         grid, block = (-(-g.rows // 128), 1, 1), (128, 1, 1)
     _driver.launch(idx, fn, grid, block,
                    [ctypes.c_uint64(base), ctypes.c_uint64(out._storage._data.ptr), g],
-                   streams.current_stream(idx).cuda_stream)
+                   streams.current_stream_handle(idx))
     return out

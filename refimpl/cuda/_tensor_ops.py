@@ -79,7 +79,7 @@ def _capturing(index: int) -> bool:
 
     if not _allocator.get_device_allocator(index).graph_pools.captures:
         return False
-    status, _ = _driver.stream_capture_info(index, streams.current_stream(index).cuda_stream)
+    status, _ = _driver.stream_capture_info(index, streams.current_stream_handle(index))
     return status != _driver.CAPTURE_STATUS_NONE
 
 
@@ -109,12 +109,12 @@ def _device_to_device(dst: Tensor, src: Tensor) -> None:
     _kernels.copy(_ptr(dst), dst.dtype, list(dst._stride), _ptr(src), src.dtype,
                   _expanded_strides(src, dst._shape), list(dst._shape),
                   dst_offset=dst._offset, src_offset=src._offset, device=index,
-                  stream=streams.current_stream(index).cuda_stream)
+                  stream=streams.current_stream_handle(index))
 
 
 def _host_to_device(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
     index = _device_index(dst)
-    stream = streams.current_stream(index).cuda_stream
+    stream = streams.current_stream_handle(index)
     if not src.is_contiguous():
         # pageable staging copy; the host reads the source now, so nothing may be pending
         src = Tensor._from_array(np.ascontiguousarray(src._np), src.dtype)
@@ -137,7 +137,7 @@ def _host_to_device(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
 
 def _device_to_host(dst: Tensor, src: Tensor, non_blocking: bool) -> None:
     index = _device_index(src)
-    stream = streams.current_stream(index).cuda_stream
+    stream = streams.current_stream_handle(index)
     staged = src
     if not (src.dtype is dst.dtype and src._shape == dst._shape and src.is_contiguous()):
         staged = Tensor._empty(dst._shape, dst.dtype, src.device)
@@ -165,7 +165,7 @@ def fill_(t: Tensor, value) -> None:
         return
     index = _device_index(t)
     _kernels.fill(_ptr(t), t.dtype, list(t._shape), list(t._stride), value, offset=t._offset,
-                  device=index, stream=streams.current_stream(index).cuda_stream)
+                  device=index, stream=streams.current_stream_handle(index))
 
 
 def empty_pinned(shape, dtype) -> Tensor:
