@@ -475,10 +475,16 @@ def memcpy_peer_async(dst_ordinal: int, dst: int, src_ordinal: int, src: int, nb
 
 def memset_async(ordinal: int, dst: int, value: int, count: int, width: int, stream: int) -> None:
     """Set ``count`` elements of ``width`` bytes (1, 2 or 4) to ``value``."""
-    d = _load("driver")
-    fn = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[width]
-    use_device(ordinal)
-    _call(fn, d.CUdeviceptr(dst), value, count, d.CUstream(stream))
+    fn = _MEMSETS[width]
+    if _tls.device != ordinal:
+        use_device(ordinal)
+    # raw integer handles, as launches pass them (no CUdeviceptr/CUstream objects)
+    code = int(getattr(_load("driver"), fn)(dst, value, count, stream)[0])
+    if code != CUDA_SUCCESS:
+        raise CudaDriverError(fn, code, *_describe(code))
+
+
+_MEMSETS = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}
 
 
 def host_alloc(nbytes: int, portable: bool = True) -> int:

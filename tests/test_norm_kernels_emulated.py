@@ -7,7 +7,7 @@ on it with numpy buffers standing for device memory. Their results must match re
 CPU kernels of the same ops: the indexing, chunking, reductions and masks of the CUDA
 path are checked on any machine with g++ (C++20). The source also compiles with NVRTC
 where that library is installed. The GPU tests
-(``tests/gpu/test_normk_kernels_gpu.py``) check the same kernels on the device.
+(``tests/gpu/test_norm_kernels_gpu.py``) check the same kernels on the device.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def _wrappers() -> str:
 def lib(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("needs g++")
-    d = tmp_path_factory.mktemp("normk")
+    d = tmp_path_factory.mktemp("norm_kernels")
     (d / "k.cpp").write_text(f"{_SHIM}\n{K._SOURCE}\n{_wrappers()}")
     built = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-w",
                             "-o", str(d / "k.so"), str(d / "k.cpp")],

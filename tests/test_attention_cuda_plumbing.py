@@ -6,7 +6,7 @@ to cuBLAS and to two NVRTC kernels. Here the GEMM, the dense copy and the two ke
 replaced by numpy versions that read the same pointers' worth of information (shape,
 strides, offset, the kernels' mask strides and modes), and the paths run on CPU tensors:
 their results must equal numpy's attention / matmul on the original tensors. The CUDA C
-itself runs in tests/gpu/test_attnk_kernels_gpu.py.
+itself runs in tests/gpu/test_attention_kernels_gpu.py.
 """
 
 from __future__ import annotations
