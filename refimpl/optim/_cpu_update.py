@@ -16,13 +16,24 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 
+_MODULES: tuple = ()
+
+
+def _modules() -> tuple:
+    """(``_dispatch``, forward-AD levels, thread state, ``Parameter``), imported once."""
+    global _MODULES
+    if not _MODULES:
+        from refimpl import _dispatch
+        from refimpl._state import FW, STATE
+        from refimpl.nn.parameter import Parameter
+
+        _MODULES = (_dispatch, FW, STATE, Parameter)
+    return _MODULES
+
 
 def plain(*tensors) -> bool:
     """Whether the numpy updates may stand for the ops on these tensors."""
-    from refimpl import _dispatch
-    from refimpl._state import FW, STATE
-    from refimpl.nn.parameter import Parameter
-
+    _dispatch, FW, STATE, Parameter = _MODULES or _modules()
     if _dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active \
             or STATE.grad_enabled:
         return False
@@ -30,7 +41,8 @@ def plain(*tensors) -> bool:
     for t in tensors:
         if t is None:
             continue
-        if type(t) is not Tensor and type(t) is not Parameter or t.device.type != "cpu" or t._conj_bit or t._neg_bit \
+        if type(t) is not Tensor and type(t) is not Parameter \
+                or t._storage.device.type != "cpu" or t._conj_bit or t._neg_bit \
                 or t.is_sparse or t.requires_grad and t.grad_fn is not None:
             return False
         if dtype is None:
@@ -91,7 +103,9 @@ def adam(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float, beta2: f
         m[...] = g - diff * (1 - w)
     _bump(ea)
     v *= beta2
-    v += (1 - beta2) * (g * g)
+    sq = np.multiply(g, g)
+    sq *= sq.dtype.type(1 - beta2)
+    v += sq
     _bump(eas, 2)
     step = float(step_t._np)
     step_size = lr / (1 - beta1 ** step)
@@ -101,6 +115,10 @@ def adam(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float, beta2: f
         np.maximum(mx._np, v, out=mx._np)
         _bump(mx)
         v = mx._np
-    denom = np.sqrt(v) / bias_correction2_sqrt + eps
-    pa += -step_size * (m / denom)
+    denom = np.sqrt(v)  # then (sqrt(v) / bias_correction2_sqrt + eps), in place
+    denom /= denom.dtype.type(bias_correction2_sqrt)
+    denom += denom.dtype.type(eps)
+    upd = np.divide(m, denom, out=denom)
+    upd *= upd.dtype.type(-step_size)
+    pa += upd
     _bump(p)
