@@ -83,6 +83,9 @@ def view_strides(old_shape, old_stride, new_shape):
         return contiguous_strides(new_shape) if old_shape != tuple(new_shape) else old_stride
     if not old_shape:
         return (1,) * len(new_shape)
+    if type(old_shape) is tuple and old_stride == contiguous_strides(old_shape):
+        # a dense row-major tensor takes any shape of its size with row-major strides
+        return contiguous_strides(tuple(new_shape))
     new_stride = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base_stride = old_stride[-1] if old_stride else 1
