@@ -34,6 +34,20 @@ class SavedTensor:
         raise RuntimeError("Trying to create a SavedTensor object from Python is forbidden.")
 
 
+_GRADIENT_EDGE = None  # refimpl.autograd.graph.gradient_edge, bound on first use
+_HOOKS = None  # refimpl.autograd.graph_hooks.HOOKS, bound on first use
+
+
+def _bind() -> tuple:
+    """(gradient_edge, HOOKS), imported once (both modules import this one)."""
+    global _GRADIENT_EDGE, _HOOKS
+    from refimpl.autograd.graph import gradient_edge
+    from refimpl.autograd.graph_hooks import HOOKS
+
+    _GRADIENT_EDGE, _HOOKS = gradient_edge, HOOKS
+    return _GRADIENT_EDGE, _HOOKS
+
+
 class SavedVariable(SavedTensor):
     """One tensor saved for backward: the tensor (or its packed form) and its version."""
 
@@ -80,14 +94,11 @@ class SavedVariable(SavedTensor):
         # where the original's gradient flows, to give an unpacked copy the same identity
         self._node_fn = None
         if not is_output and self._requires_grad:
-            from refimpl.autograd.graph import gradient_edge
-
-            self._node_fn = gradient_edge(tensor)
+            self._node_fn = (_GRADIENT_EDGE or _bind()[0])(tensor)
         if hooks is None:
-            from refimpl.autograd.graph_hooks import HOOKS
-
-            if HOOKS.stack:
-                hooks = HOOKS.stack[-1]
+            stack = (_HOOKS or _bind()[1]).stack
+            if stack:
+                hooks = stack[-1]
         if hooks is not None:
             self._pack_with(tensor, hooks)
             return
