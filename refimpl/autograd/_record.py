@@ -346,6 +346,17 @@ def _layout_and_edges(op, args, scalar_edges=None):
                 if scalar_edges:
                     return _TWO, (ea, None), (ra, False)
                 return _ONE_NONE, (ea,), (ra, False)
+    if n > 2 and not scalar_edges and type(args[0]) in _PLAIN:
+        # a tensor and then only ints (view, reshape, permute, transpose, narrow, ...)
+        for x in args[1:]:
+            if type(x) is not int:
+                break
+        else:
+            ra, ea = _edge_of(args[0])
+            rest = _INT_TAILS.get(n)
+            if rest is None:
+                rest = _INT_TAILS[n] = ((_ONE, *[_NONE] * (n - 1)), (False,) * (n - 1))
+            return rest[0], (ea,), (ra, *rest[1])
     layout = []
     edges = []
     needs = []
@@ -380,6 +391,7 @@ _ONE = (False, 1)
 _NONE = (False, 0)
 _TWO = (_ONE, _ONE)
 _ONE_NONE = (_ONE, _NONE)
+_INT_TAILS: dict = {}  # argument count -> (layout, needs of the ints) of tensor-then-ints
 # id(op) -> (op, scalar_edges, save rule or None, node class)
 _OP_INFO: dict = {}
 
