@@ -146,20 +146,41 @@ def current_blas_handle() -> int:
 
 
 def _set_math_mode(cublas, h: int, dtype: D.dtype) -> None:
-    from refimpl.backends import cuda as flags
+    global _MATMUL_FLAGS
+    matmul = _MATMUL_FLAGS
+    if matmul is None:
+        from refimpl.backends import cuda as flags
 
-    mode = cublas.Math.DEFAULT_MATH
+        matmul = _MATMUL_FLAGS = flags.matmul
+    math = _MATH or _math(cublas)
+    mode = math[0]
     name = dtype.name
-    matmul = flags.matmul
     if name in ("float32", "complex64") and matmul.allow_tf32:
-        mode = cublas.Math.TF32_TENSOR_OP_MATH
+        mode = math[1]
     elif (name == "float16" and not matmul.allow_fp16_reduced_precision_reduction) or (
             name == "bfloat16" and not matmul.allow_bf16_reduced_precision_reduction):
-        mode |= cublas.Math.DISALLOW_REDUCED_PRECISION_REDUCTION
-    mode = int(mode)
+        mode = math[2]
     if _math_modes.get(h) != mode:  # the handle keeps its mode: set it when it changes
         cublas.set_math_mode(h, mode)
         _math_modes[h] = mode
+
+
+_MATMUL_FLAGS = None  # refimpl.backends.cuda.matmul, bound on first use
+_MATH: tuple = ()  # (default, TF32, default without reduced-precision reductions) as ints
+_OPS: dict = {}  # "N"/"T" -> cuBLAS operation as an int
+
+
+def _math(cublas) -> tuple:
+    global _MATH
+    m = cublas.Math
+    _MATH = (int(m.DEFAULT_MATH), int(m.TF32_TENSOR_OP_MATH),
+             int(m.DEFAULT_MATH | m.DISALLOW_REDUCED_PRECISION_REDUCTION))
+    return _MATH
+
+
+def _ops(cublas) -> dict:
+    _OPS.update(N=int(cublas.Operation.N), T=int(cublas.Operation.T))
+    return _OPS
 
 
 _math_modes: dict[int, int] = {}  # cuBLAS handle -> the math mode last set on it
@@ -251,8 +272,11 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, *, alpha=1, beta=0) -> Tensor:
         return out
     idx = out._storage._data.device_index
     stream = streams.current_stream_handle(idx)
-    cublas = _lib()
-    h = handle(idx, stream)
+    cublas = _cublas or _lib()
+    tls = _handles
+    h = tls.handles.get(idx)
+    if h is None or tls.bound.get(idx) != stream:  # else: bound to this stream already
+        h = handle(idx, stream)
     if k == 0:
         # no products to sum: cuBLAS scales C by beta (beta == 0 writes zeros); the
         # empty operands are replaced by legal dummies
@@ -264,7 +288,8 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, *, alpha=1, beta=0) -> Tensor:
     else:
         a, op_a, lda, sa = _matrix(a)
         b, op_b, ldb, sb = _matrix(b)
-        ta, tb = (getattr(cublas.Operation, op) for op in (op_a, op_b))
+        ops = _OPS or _ops(cublas)
+        ta, tb = ops[op_a], ops[op_b]
     al, be = _scalars(out.dtype, alpha, beta)
     dt = _CUDA_TYPES[out.dtype.name]
     compute = _compute_type(cublas, out.dtype)
