@@ -212,16 +212,8 @@ def test_geometry_pads_spatial_dims_in_front():
         [1, 1, 3], [1, 1, 4], [1, 1, 2], [0, 0, 1], [1, 1, 3])
 
 
-def test_cuda_source_compiles_with_nvrtc():
-    from refimpl.cuda import _driver, _nvrtc
-
-    try:
-        _driver.nvrtc_version()
-    except (ImportError, RuntimeError) as exc:  # no bindings or no NVRTC library here
-        pytest.skip(f"NVRTC unavailable: {exc}")
-    ptx = _driver.nvrtc_compile(K._SOURCE, "conv.cu",
-                                [*_nvrtc._OPTIONS, "--gpu-architecture=compute_80"],
-                                cubin=False).decode(errors="replace")
+def test_cuda_source_compiles_with_nvrtc(nvrtc_compile):
+    ptx = nvrtc_compile(K._SOURCE, "conv.cu", "compute_80", cubin=False).decode(errors="replace")
     for name in K._NAMES:
         for suffix in ("f16", "bf16", "f32", "f64"):
             assert f".entry {name}_{suffix}(" in ptx

@@ -16,16 +16,8 @@ from refimpl.ops import nn_loss_kernel, nn_pool_kernel
 torch = pytest.importorskip("torch")
 
 
-def test_the_source_compiles_into_every_kernel_the_launchers_name():
-    from refimpl.cuda import _driver, _nvrtc
-
-    try:
-        _driver.nvrtc_version()
-    except (ImportError, RuntimeError) as exc:  # no bindings or no NVRTC library here
-        pytest.skip(f"NVRTC unavailable: {exc}")
-    ptx = _driver.nvrtc_compile(K._SOURCE, "pool_loss.cu",
-                                [*_nvrtc._OPTIONS, "--gpu-architecture=compute_90"],
-                                cubin=False).decode()
+def test_the_source_compiles_into_every_kernel_the_launchers_name(nvrtc_compile):
+    ptx = nvrtc_compile(K._SOURCE, "pool_loss.cu", "compute_90", cubin=False).decode()
     entries = {line.split(".entry ")[1].split("(")[0] for line in ptx.splitlines()
                if ".entry " in line}
     want = {f"{kind}_{suffix}" for kind in ("pool_fwd", "pool_bwd")

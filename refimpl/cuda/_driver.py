@@ -552,17 +552,6 @@ def module_function(module: int, name: str) -> int:
 LAUNCH_OBSERVER = None
 
 
-def _cu_launch(function: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
-               shared_mem: int, stream: int, params: int) -> int:
-    """``cuLaunchKernel`` with raw handles and a ``kernelParams`` address; the CUresult.
-
-    Measured (bench/profile_cuda_op.py, H200): the binding with raw integer handles costs
-    less per launch than libcuda's symbol called through ctypes.
-    """
-    return int(_load("driver").cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared_mem,
-                                              stream, params, 0)[0])
-
-
 def launch(ordinal: int, function: int, grid: tuple[int, int, int],
            block: tuple[int, int, int], args: list[ctypes._SimpleCData | ctypes.Structure],
            stream: int, shared_mem: int = 0) -> None:
@@ -580,8 +569,9 @@ def launch(ordinal: int, function: int, grid: tuple[int, int, int],
     if observer is not None:
         observer(ordinal, function, stream, True)
     # raw handles, as launch_1d passes them (no CUfunction/CUstream objects per launch)
-    code = _cu_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                      shared_mem, stream, ctypes.addressof(ptrs))
+    code = int(_load("driver").cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
+                                              block[1], block[2], shared_mem, stream,
+                                              ctypes.addressof(ptrs), 0)[0])
     if observer is not None:
         observer(ordinal, function, stream, False)
     if code != CUDA_SUCCESS:
@@ -600,7 +590,9 @@ def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
     observer = LAUNCH_OBSERVER
     if observer is not None:
         observer(ordinal, function, stream, True)
-    code = _cu_launch(function, grid, 1, 1, block, 1, 1, 0, stream, params)
+    # raw integer handles (measured cheaper than libcuda's symbol called through ctypes)
+    code = int(_load("driver").cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
+                                              params, 0)[0])
     if observer is not None:
         observer(ordinal, function, stream, False)
     if code != CUDA_SUCCESS:

@@ -31,19 +31,32 @@ def _modules() -> tuple:
     return _MODULES
 
 
+def unwatched() -> bool:
+    """Whether an update may skip its ops: grad mode off and nothing that watches ops
+    (dispatch modes, the profiler, forward AD) active."""
+    _dispatch, FW, STATE, _ = _MODULES or _modules()
+    return not (_dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active
+                or STATE.grad_enabled)
+
+
+def plain_tensor(t) -> bool:
+    """A plain tensor or ``nn.Parameter``: dense, without math bits, and not a tensor
+    that records a graph."""
+    parameter = (_MODULES or _modules())[3]
+    return ((type(t) is Tensor or type(t) is parameter) and not t._conj_bit
+            and not t._neg_bit and not t.is_sparse
+            and not (t.requires_grad and t.grad_fn is not None))
+
+
 def plain(*tensors) -> bool:
     """Whether the numpy updates may stand for the ops on these tensors."""
-    _dispatch, FW, STATE, Parameter = _MODULES or _modules()
-    if _dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active \
-            or STATE.grad_enabled:
+    if not unwatched():
         return False
     dtype = None
     for t in tensors:
         if t is None:
             continue
-        if type(t) is not Tensor and type(t) is not Parameter \
-                or t._storage.device.type != "cpu" or t._conj_bit or t._neg_bit \
-                or t.is_sparse or t.requires_grad and t.grad_fn is not None:
+        if t._storage.device.type != "cpu" or not plain_tensor(t):
             return False
         if dtype is None:
             dtype = t.dtype

@@ -23,6 +23,7 @@ import ctypes
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.optim._cpu_update import plain_tensor, unwatched
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
@@ -117,33 +118,15 @@ _functions: dict = {}  # (kind, dtype, device index) -> loaded kernel handle
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
 
 
-_MODULES: tuple = ()
-
-
-def _modules() -> tuple:
-    """(``_dispatch``, forward-AD levels, thread state, ``Parameter``), imported once."""
-    global _MODULES
-    if not _MODULES:
-        from refimpl import _dispatch
-        from refimpl._state import FW, STATE
-        from refimpl.nn.parameter import Parameter
-
-        _MODULES = (_dispatch, FW, STATE, Parameter)
-    return _MODULES
-
-
 def plain(*tensors) -> bool:
     """Whether one fused kernel may stand for the update's ops on these tensors."""
-    _dispatch, FW, STATE, Parameter = _modules()
-    if _dispatch.MODE_STACK or _dispatch.PROFILE_LAYER is not None or FW.active \
-            or STATE.grad_enabled:
+    if not unwatched():
         return False
     first = None
     for i, t in enumerate(tensors):
         if t is None:
             continue
-        if type(t) is not Tensor and type(t) is not Parameter or t.is_sparse \
-                or t._conj_bit or t._neg_bit or t.requires_grad and t.grad_fn is not None:
+        if not plain_tensor(t):
             return False
         if first is None:
             first = t

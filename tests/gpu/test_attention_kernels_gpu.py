@@ -172,19 +172,7 @@ def test_nan_scores_give_nan_rows():
     assert np.isnan(out[0, 0, 0]).all() and (out[0, 0, 1] == 1).all()
 
 
-def _capture(fn):
-    g = t.cuda.CUDAGraph()
-    s = t.cuda.Stream()
-    s.wait_stream(t.cuda.current_stream())
-    with t.cuda.stream(s):
-        g.capture_begin()
-        out = fn()
-        g.capture_end()
-    t.cuda.current_stream().wait_stream(s)
-    return g, out
-
-
-def test_graph_replays_attention_on_new_inputs():
+def test_graph_replays_attention_on_new_inputs(capture_graph):
     rng = np.random.default_rng(5)
     shapes = ((2, 2, 9, 8), (2, 2, 11, 8), (2, 2, 11, 8), (2, 2, 9, 8))
     first = [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -196,7 +184,7 @@ def test_graph_replays_attention_on_new_inputs():
         return (out, w, *A.sdpa_backward(g, q, k, v, w, 0.5, [True, True, True]))
 
     step()  # kernels loaded, cuBLAS workspace on this stream, before the capture
-    graph, outs = _capture(step)
+    graph, outs = capture_graph(step)
     second = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     for dst, src in zip((q, k, v, g), second):
         dst.copy_(t.tensor(src, device="cuda"))

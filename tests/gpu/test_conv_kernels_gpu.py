@@ -217,19 +217,7 @@ def test_linear_transposed_input():
              layout=lambda v: v.t())
 
 
-def _capture(fn):
-    g = t.cuda.CUDAGraph()
-    s = t.cuda.Stream()
-    s.wait_stream(t.cuda.current_stream())
-    with t.cuda.stream(s):
-        g.capture_begin()
-        out = fn()
-        g.capture_end()
-    t.cuda.current_stream().wait_stream(s)
-    return g, out
-
-
-def test_captured_graph_replays_on_new_inputs():
+def test_captured_graph_replays_on_new_inputs(capture_graph):
     x = t.tensor(_rn(2, 4, 9, 9), device="cuda")
     w = t.tensor(_rn(6, 2, 3, 3, seed=1), device="cuda")
     b = t.tensor(_rn(6, seed=2), device="cuda")
@@ -244,7 +232,7 @@ def test_captured_graph_replays_on_new_inputs():
 
     with t.no_grad():
         step()  # loads the kernels and the cuBLAS handle outside the capture
-        g, outs = _capture(step)
+        g, outs = capture_graph(step)
         for seed in (5, 6):
             for v in (x, w, lx):
                 v.copy_(t.tensor(_rn(*v.shape, seed=seed), device="cuda"))

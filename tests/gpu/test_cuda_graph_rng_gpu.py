@@ -20,21 +20,8 @@ def host(x) -> np.ndarray:
     return np.asarray(x.cpu().to(t.float64).tolist())
 
 
-def capture(fn):
-    """A graph of ``fn()`` captured on a side stream, and fn's result."""
-    g = t.cuda.CUDAGraph()
-    s = t.cuda.Stream()
-    s.wait_stream(t.cuda.current_stream())
-    with t.cuda.stream(s):
-        g.capture_begin()
-        out = fn()
-        g.capture_end()
-    t.cuda.current_stream().wait_stream(s)
-    return g, out
-
-
 @pytest.mark.parametrize("draw", ["rand", "randn", "randperm"])
-def test_each_replay_draws_the_cpu_generators_numbers_at_its_offset(draw):
+def test_each_replay_draws_the_cpu_generators_numbers_at_its_offset(draw, capture_graph):
     fns = {"rand": lambda gen=None: t.rand(1000, device="cuda" if gen is None else "cpu",
                                            generator=gen),
            "randn": lambda gen=None: t.randn(333, dtype=t.float64,
@@ -45,7 +32,7 @@ def test_each_replay_draws_the_cpu_generators_numbers_at_its_offset(draw):
     fn = fns[draw]
     t.cuda.manual_seed(11)
     gen = t.cuda.default_generators[0]
-    g, out = capture(fn)
+    g, out = capture_graph(fn)
     assert gen.get_offset() == 0  # capturing consumes no offset
     cpu = t.Generator()
     seen = []

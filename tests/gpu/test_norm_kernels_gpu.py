@@ -238,19 +238,7 @@ def test_reductions_are_reproducible():
         assert np.array_equal(a, b)
 
 
-def _capture(fn):
-    g = t.cuda.CUDAGraph()
-    s = t.cuda.Stream()
-    s.wait_stream(t.cuda.current_stream())
-    with t.cuda.stream(s):
-        g.capture_begin()
-        out = fn()
-        g.capture_end()
-    t.cuda.current_stream().wait_stream(s)
-    return g, out
-
-
-def test_graph_replay_runs_the_kernels_on_new_data():
+def test_graph_replay_runs_the_kernels_on_new_data(capture_graph):
     x = ours(rn(8, 3, 10, 10), "float32")
     w, b = ours(rn(3, seed=1), "float32"), ours(rn(3, seed=2), "float32")
     y = ours(rn(300, 40), "float32")
@@ -265,7 +253,7 @@ def test_graph_replay_runs_the_kernels_on_new_data():
 
     step()  # load the kernels before the capture
     t.cuda.synchronize()
-    graph, outs = _capture(step)
+    graph, outs = capture_graph(step)
     x.copy_(ours(rn(8, 3, 10, 10, seed=11), "float32"))
     y.copy_(ours(rn(300, 40, seed=12), "float32"))
     graph.replay()

@@ -235,19 +235,7 @@ def test_cross_entropy_matches_torch(kw):
     np.testing.assert_allclose(_host(x.grad), _host(tx.grad), rtol=1e-5, atol=1e-7)
 
 
-def _capture(fn):
-    g = t.cuda.CUDAGraph()
-    s = t.cuda.Stream()
-    s.wait_stream(t.cuda.current_stream())
-    with t.cuda.stream(s):
-        g.capture_begin()
-        out = fn()
-        g.capture_end()
-    t.cuda.current_stream().wait_stream(s)
-    return g, out
-
-
-def test_a_captured_graph_replays_both_ops_on_new_data():
+def test_a_captured_graph_replays_both_ops_on_new_data(capture_graph):
     rng = np.random.default_rng(11)
     x = t.tensor(rng.standard_normal((2, 3, 10, 10)), dtype=t.float32, device="cuda")
     gy = t.tensor(rng.standard_normal((2, 3, 5, 5)), dtype=t.float32, device="cuda")
@@ -265,7 +253,7 @@ def test_a_captured_graph_replays_both_ops_on_new_data():
 
     step()  # load the kernels before capturing
     t.cuda.synchronize()
-    graph, outs = _capture(step)
+    graph, outs = capture_graph(step)
     for seed in (12, 13):
         r = np.random.default_rng(seed)
         x.copy_(t.tensor(r.standard_normal((2, 3, 10, 10)), dtype=t.float32))
