@@ -158,6 +158,7 @@ def simulated(monkeypatch):
     monkeypatch.setattr(graph, "node_stream", lambda in_meta: stream)
     monkeypatch.setattr(function, "node_stream", lambda in_meta: stream)
     monkeypatch.setattr(_streams, "on_stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(_streams, "is_current", lambda s: True)
     monkeypatch.setattr(_streams, "sync_producer", lambda *args: None)
     monkeypatch.setattr(_streams, "sync_leaves", lambda streams: None)
     devices = {refimpl.float64: A, refimpl.float16: B}

@@ -262,14 +262,13 @@ def _zeros(meta):
             _ZEROS_CACHE[key] = z
         return z
     if device.type == "cuda":
-        # one zeroed element seen through zero strides: an allocation and a memset, no op
-        # dispatched (nothing is cached: a kept block would show in the memory statistics)
-        from refimpl.cuda import _tensor_ops
+        # one zero element seen through zero strides, allocated and cleared only if a
+        # kernel reads it (most formulas read the shape alone); nothing is cached, since
+        # a kept block would show in the memory statistics
+        from refimpl.cuda import _tensor_memory
 
-        cls = _tensor_cls()
-        one = cls._empty((1,), dtype, device)
-        _tensor_ops.fill_(one, 0)
-        return cls._make(one._storage, shape, (0,) * len(shape), 0, dtype)
+        storage = _tensor_memory.lazy_zeros(dtype.itemsize, device)
+        return _tensor_cls()._make(storage, shape, (0,) * len(shape), 0, dtype)
     return _fresh_zeros(meta)
 
 
@@ -361,12 +360,13 @@ def _layout_and_edges(op, args, scalar_edges=None):
     edges = []
     needs = []
     for i, a in enumerate(args):
-        if isinstance(a, Tensor):
+        ta = type(a)
+        if ta in _PLAIN or isinstance(a, Tensor):
             rg, edge = _edge_of(a)
             layout.append(_ONE)
             edges.append(edge)
             needs.append(rg)
-        elif isinstance(a, (list, tuple)) and a and any(isinstance(x, Tensor) for x in a):
+        elif (ta is list or ta is tuple) and _has_tensor(a):
             layout.append((True, len(a)))
             flags = []
             for x in a:
@@ -385,6 +385,16 @@ def _layout_and_edges(op, args, scalar_edges=None):
             layout.append(_NONE)
             needs.append(False)
     return tuple(layout), tuple(edges), tuple(needs)
+
+
+def _has_tensor(seq) -> bool:
+    """Whether a list or tuple argument holds a tensor (a plain loop: sizes, strides and
+    dims, the common case, are ints, told apart without an isinstance call each)."""
+    Tensor = _TENSOR or _tensor_cls()
+    for x in seq:
+        if type(x) is not int and isinstance(x, Tensor):
+            return True
+    return False
 
 
 _ONE = (False, 1)
@@ -448,17 +458,18 @@ def _save_args(node, op, args, needs, self_clone=None, info=None) -> None:
     # caller when outputs are saved
     strong = 0
     for i, a in enumerate(args):
+        ta = type(a)
         if keep is not None and i not in keep:
-            if isinstance(a, Tensor):
+            if ta in _PLAIN or isinstance(a, Tensor):
                 saved_args[i] = _WeakArg(a)
                 saved_at.append(i)
             continue
-        if isinstance(a, Tensor):
+        if ta in _PLAIN or isinstance(a, Tensor):
             src = self_clone if (i == 0 and self_clone is not None) else a
             saved_args[i] = SavedVariable(src)
             saved_at.append(i)
             strong = 1
-        elif isinstance(a, (list, tuple)):
+        elif (ta is list or ta is tuple) and _has_tensor(a):
             seq = list(a)
             touched = False
             for j, x in enumerate(seq):

@@ -86,6 +86,15 @@ def root_stream(grads: list):
     return None
 
 
+def is_current(stream) -> bool:
+    """Whether ``stream`` is this thread's current stream, on the current device."""
+    from refimpl.cuda import _device
+
+    idx = stream.device_index
+    return _device._tls_device() == idx and \
+        _streams().current_stream_handle(idx) == stream.cuda_stream
+
+
 def on_stream(stream):
     """Make ``stream`` current (and its device) for the duration; None: nothing."""
     if stream is None:

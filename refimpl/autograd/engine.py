@@ -237,11 +237,16 @@ class GraphTask:
                 node, inputs = local, buffers.pop(local, None)
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
+                current = True
                 outputs = self._evaluate(node, inputs)
             else:
                 # hooks, captures and the node itself run on the forward's stream
-                with _streams.on_stream(stream):
+                current = _streams.is_current(stream)
+                if current:
                     outputs = self._evaluate(node, inputs)
+                else:
+                    with _streams.on_stream(stream):
+                        outputs = self._evaluate(node, inputs)
                 if not node._next or captures.get(node):
                     state.leaf_streams.add(stream)
             if outputs is None:  # only captured (grad() inputs), not run
@@ -262,7 +267,10 @@ class GraphTask:
                     buffers[nxt] = buf
                 if grad is not None:
                     consumer = nxt._stream
-                    if stream is None and consumer is None:
+                    if consumer is stream and current:
+                        # no stream to order after, and the sum runs on the current one
+                        # (the consumer's); a CPU node's CUDA gradient still goes through
+                        # _accumulate_on_stream, which orders it after the default stream
                         old = buf[nr]
                         buf[nr] = grad if old is None else old + grad
                     else:

@@ -261,8 +261,24 @@ def _prod(xs) -> int:
     return r
 
 
+_GEOS: dict = {}  # the call's geometry (as tuples) -> its _Geo (read-only once built)
+
+
 def _geo(x_shape, x_stride, kernel, out_sizes, stride, pads, dilation) -> _Geo:
-    """The geometry struct, spatial dims padded in front to three."""
+    """The geometry struct, spatial dims padded in front to three (kept per geometry:
+    a training step asks for the same few again and again)."""
+    key = (x_shape, x_stride, *kernel, -1, *out_sizes, -1, *stride, -1,
+           *[p for pair in pads for p in pair], -1, *dilation)
+    g = _GEOS.get(key)
+    if g is None:
+        if len(_GEOS) > 256:
+            _GEOS.clear()
+        g = _GEOS[key] = _new_geo(x_shape, x_stride, kernel, out_sizes, stride, pads,
+                                  dilation)
+    return g
+
+
+def _new_geo(x_shape, x_stride, kernel, out_sizes, stride, pads, dilation) -> _Geo:
     lead = 3 - len(kernel)
     g = _Geo()
     g.n, g.c = int(x_shape[0]), int(x_shape[1])

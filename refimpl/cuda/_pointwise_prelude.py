@@ -268,6 +268,16 @@ template<class T> DI T r_gelu(T x) { return (T)0.5 * x * ((T)1 + erf(x * (T)0.70
 template<class T> DI T r_gelu_tanh(T x) {
   T inner = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);
   return (T)0.5 * x * ((T)1 + tanh(inner)); }
+// gelu's derivative times the incoming gradient g (torch's GeluBackward kernels)
+template<class T> DI T r_gelu_bw(T g, T x) {
+  T cdf = (T)0.5 * ((T)1 + erf(x * (T)0.70710678118654752440));
+  T pdf = exp((T)-0.5 * x * x) * (T)0.39894228040143267794;
+  return g * (cdf + x * pdf); }
+template<class T> DI T r_gelu_tanh_bw(T g, T x) {
+  const T k = (T)0.79788456080286535588, c = (T)0.044715;
+  T th = tanh(k * (x + c * x * x * x));
+  T dinner = k * ((T)1 + (T)3 * c * x * x);
+  return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner); }
 template<class T> DI T r_lerp(T a, T b, T w) {
   T d = b - a; return r_abs(w) < 0.5 ? a + w * d : b - d * (1 - w); }
 template<class T> DI cplx<T> r_lerp(cplx<T> a, cplx<T> b, cplx<T> w) {

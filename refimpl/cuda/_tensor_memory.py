@@ -104,6 +104,49 @@ def new_storage(nbytes: int, dev) -> UntypedStorage:
     return storage
 
 
+class LazyZeros(DeviceAllocation):
+    """Zeroed device memory whose block is taken from the allocator (and cleared on the
+    current stream) only when something first reads its address.
+
+    The autograd graph stands in for an argument that died before backward with zeros of
+    its metadata (``refimpl.autograd._record``); most formulas read only its shape, so
+    until a kernel needs its values it costs no allocation and no launch.
+    """
+
+    __slots__ = ()
+
+    @property
+    def ptr(self) -> int:
+        block = self.block
+        if block is None:
+            index = self.device_index
+            stream = streams.current_stream_handle(index)
+            block = self.block = self._allocator.malloc(self.nbytes, stream)
+            from refimpl.cuda import _driver
+
+            _driver.memset_async(index, block.address, 0, self.nbytes, 1, stream)
+        return block.address
+
+
+def lazy_zeros(nbytes: int, dev) -> UntypedStorage:
+    """A storage of ``nbytes`` zero bytes on ``dev`` (indexed) allocated on first use."""
+    if not _lazy._initialized:
+        _lazy_init()
+    index = dev.index
+    alloc = _allocators.get(index) or _allocator.get_device_allocator(index)
+    allocation = _new(LazyZeros)
+    allocation.block = None
+    allocation._allocator = alloc
+    allocation.nbytes = nbytes
+    allocation.device_index = index
+    storage = _new(UntypedStorage)
+    storage.device = dev
+    storage._nbytes = nbytes
+    storage._resizable = False
+    storage._data = allocation
+    return storage
+
+
 def allocate(nbytes: int, device) -> DeviceAllocation:
     """A fresh device allocation of ``nbytes`` on ``device`` (a refimpl device)."""
     index = device.index if device.index is not None else _device.current_device()

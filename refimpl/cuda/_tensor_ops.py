@@ -91,6 +91,19 @@ def check_sync_allowed(t: Tensor) -> None:
         streams.current_stream(index).synchronize()
 
 
+def read_element(t: Tensor):
+    """The first element of a CUDA tensor as a numpy scalar, after its stream's work is
+    done (``item()``: one device-to-host copy and a stream synchronisation)."""
+    check_sync_allowed(t)
+    index = _device_index(t)
+    stream = streams.current_stream_handle(index)
+    host = np.empty(1, t.dtype.np)
+    _driver.memcpy_dtoh_async(index, host.ctypes.data, _ptr(t) + t._offset * t.dtype.itemsize,
+                              t.dtype.itemsize, stream)
+    _driver.stream_synchronize(index, stream)
+    return host[0]
+
+
 def _overlaps(a: Tensor, b: Tensor) -> bool:
     return a._storage is b._storage
 

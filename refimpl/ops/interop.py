@@ -62,6 +62,15 @@ def item(self: Tensor):
         )
     if self.device.type == "meta":
         raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+    if (self._storage.device.type == "cuda" and type(self) is Tensor
+            and not (self._conj_bit or self._neg_bit)):
+        from refimpl import _dispatch
+
+        if not _dispatch.MODE_STACK and _dispatch.PROFILE_LAYER is None:
+            # no mode or profiler watches the ops: read the one element straight back
+            from refimpl.cuda import _tensor_ops
+
+            return _python_scalar(_tensor_ops.read_element(self), self.dtype)
     host = self if self.device.type == "cpu" else _to_host(self)
     return _python_scalar(resolved(host)._np.reshape(-1)[0], self.dtype)
 

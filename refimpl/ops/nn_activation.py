@@ -222,11 +222,12 @@ def _gelu_bw_cpu(grad, self, approximate="none"):
 
 
 def _gelu_bw_cuda(grad, self, approximate="none"):
-    from refimpl.autograd.grad_mode import no_grad
-    from refimpl.ops.activation import _gelu_grad
+    """One elementwise kernel: ``grad * gelu'(x)`` in the compute type of the dtype."""
+    from refimpl.ops._pointwise_cuda import run_cuda
 
-    with no_grad():
-        return grad * _gelu_grad(self, approximate)
+    expr = "r_gelu_tanh_bw(a, b)" if approximate == "tanh" else "r_gelu_bw(a, b)"
+    return run_cuda(expr, (grad, self), grad.dtype, grad.dtype, None, tuple(grad.shape),
+                    None, "gelu_backward")
 
 
 gelu_backward_fused = defop("_gelu_backward_fused", meta=_gelu_bw_meta, cpu=_gelu_bw_cpu,
