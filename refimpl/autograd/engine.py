@@ -479,13 +479,26 @@ def stealable(grad, expected_refs: int) -> bool:
     return sys.getrefcount(grad) <= expected_refs + 2
 
 
+def _plain_unwatched(grad) -> bool:
+    """Whether ``grad.detach()`` would be ``grad`` in all but identity: a plain tensor
+    without history that is not a view (detach's result is never a view), with no mode or
+    profiler to see the detach. Nobody else holds a stolen gradient, so its identity
+    cannot be told apart."""
+    from refimpl import _dispatch
+    from refimpl._tensor import PLAIN
+
+    return (type(grad) in PLAIN and grad._view_meta is None and grad._gfn is None
+            and not grad._rg and not _dispatch.MODE_STACK
+            and _dispatch.PROFILE_LAYER is None)
+
+
 def accumulate_into(variable, grad, steal: bool = False) -> None:
     """AccumulateGrad: set or add ``grad`` into ``variable.grad`` (torch's rules);
     ``steal``: the engine holds the only reference to ``grad``."""
     old = variable._grad
     if old is None:
         if not STATE.grad_enabled and steal and _obeys_layout(grad, variable):
-            variable._grad = grad.detach()
+            variable._grad = grad if _plain_unwatched(grad) else grad.detach()
         else:
             variable._grad = _clone_obey_contract(grad, variable)
     elif not STATE.grad_enabled:

@@ -95,12 +95,14 @@ def read_element(t: Tensor):
     """The first element of a CUDA tensor as a numpy scalar, after its stream's work is
     done (``item()``: one device-to-host copy and a stream synchronisation)."""
     check_sync_allowed(t)
+    _sync_debug.check_copy(False)  # a blocking copy to the host, as copy_ checks it
     index = _device_index(t)
     stream = streams.current_stream_handle(index)
     host = np.empty(1, t.dtype.np)
     _driver.memcpy_dtoh_async(index, host.ctypes.data, _ptr(t) + t._offset * t.dtype.itemsize,
                               t.dtype.itemsize, stream)
     _driver.stream_synchronize(index, stream)
+    _index.raise_pending()  # a synchronizing point: report an out-of-range index
     return host[0]
 
 
