@@ -41,7 +41,8 @@ for f in tests/gpu/test_cuda_graph_rng_gpu.py tests/gpu/test_multi_gpu_gpu.py \
          tests/gpu/test_optim_cuda_update_gpu.py tests/gpu/test_cuda_host_paths_gpu.py \
          tests/gpu/test_norm_kernels_gpu.py tests/gpu/test_pool_loss_kernels_gpu.py \
          tests/gpu/test_conv_kernels_gpu.py tests/gpu/test_attention_kernels_gpu.py \
-         tests/gpu/test_softmax_backward_gpu.py; do
+         tests/gpu/test_softmax_backward_gpu.py tests/gpu/test_gelu_backward_gpu.py \
+         tests/gpu/test_lazy_zeros_gpu.py; do
     [ -f "$f" ] && tests+=("$f")
 done
 tests+=("tests/gpu/test_cuda_indexing_gpu.py::test_index_out_of_range_is_a_device_side_assert"
