@@ -96,7 +96,7 @@ def _op_times(kind: str, model, device: str, size: str, steps: int) -> tuple[dic
                     stack[-1] += spent
         return run
 
-    from refimpl.autograd import engine
+    from refimpl.autograd import _device_threads, engine
     from refimpl.nn.modules.module import Module
 
     opt = M.make_optimizer(refimpl, kind, model)
@@ -110,6 +110,12 @@ def _op_times(kind: str, model, device: str, size: str, steps: int) -> tuple[dic
                                           Module._call_impl)),
                (engine, "call_function", frame(lambda n, i: f"[node {n.name()}]",
                                                engine.call_function)),
+               (engine.GraphTask, "_drain", frame(lambda *a: "[engine: ready-node loop]",
+                                                  engine.GraphTask._drain)),
+               (_device_threads, "run_on", frame(lambda *a: "[engine: device-thread handoff]",
+                                                 _device_threads.run_on)),
+               (engine, "run_backward", frame(lambda *a: "[engine: graph task set-up]",
+                                              engine.run_backward)),
                (type(opt), "step", frame(lambda o, *a: "[optimizer step]", type(opt).step)),
                (type(opt), "zero_grad", frame(lambda o, *a: "[zero_grad]",
                                               type(opt).zero_grad))]

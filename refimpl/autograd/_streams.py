@@ -86,13 +86,18 @@ def root_stream(grads: list):
     return None
 
 
-def is_current(stream) -> bool:
-    """Whether ``stream`` is this thread's current stream, on the current device."""
-    from refimpl.cuda import _device
+_DEVICE = None  # refimpl.cuda._device, bound on first use
 
+
+def is_current(stream) -> bool:
+    """Whether ``stream`` is this thread's current stream, on the current device (asked
+    for every CUDA node backward runs)."""
+    global _DEVICE
+    if _DEVICE is None:
+        from refimpl.cuda import _device as _DEVICE
     idx = stream.device_index
-    return _device._tls_device() == idx and \
-        _streams().current_stream_handle(idx) == stream.cuda_stream
+    return _DEVICE._tls_device() == idx and \
+        (_STREAMS or _streams()).current_stream_handle(idx) == stream.cuda_stream
 
 
 def on_stream(stream):

@@ -215,7 +215,7 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     og, cgk, nl = cout // groups, (c // groups) * _prod(kernel), batch * length
     grad = K.dense(grad)
     dev, dt = input.device, input.dtype
-    gi, gw, gb = (Tensor._empty((0,), dt, dev) for _ in range(3))
+    gi = gw = gb = None  # the gradients not asked for are empty tensors
     if mask[2]:
         gb = K.channel_sum(grad, batch, cout, length)
     if mask[0] or mask[1]:
@@ -231,7 +231,7 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
         K.gemm(dcols, K.view(w, (groups, cgk, og), (og * cgk, 1, cgk)), gt)
         gi = K.col2im(dcols, tuple(input.shape), kernel, out_sizes, stride, pads, dilation,
                       layout_b=True)
-    return gi, gw, gb
+    return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 
 
 conv_backward = defop("_conv_im2col_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,

@@ -98,7 +98,7 @@ def _bw_cuda(grad, input, weight, mask):
     from refimpl.cuda import _conv_kernels as K
 
     dev, dt = input.device, input.dtype
-    gi, gw, gb = (Tensor._empty((0,), dt, dev) for _ in range(3))
+    gi = gw = gb = None  # the gradients not asked for are empty tensors
     if mask[0]:
         gi = K.gemm(Tensor._empty(tuple(input.shape), dt, dev), grad, weight)
     if mask[1]:
@@ -106,7 +106,7 @@ def _bw_cuda(grad, input, weight, mask):
         gw = K.gemm(Tensor._empty(tuple(weight.shape), dt, dev), gt, input)
     if mask[2]:
         gb = K.channel_sum(K.dense(grad), grad.shape[0], grad.shape[1], 1)
-    return gi, gw, gb
+    return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 
 
 linear_backward = defop("_linear_fused_backward", meta=_bw_meta, cpu=_bw_cpu, cuda=_bw_cuda,
