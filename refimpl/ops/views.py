@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor, contiguous_strides, wrap_dim
+from refimpl._tensor import Size, Tensor, contiguous_strides, wrap_dim
 from refimpl.ops._registry import TensorSpec, ViewSpec, defop
 from refimpl.ops.views_dtype import view_dtype
 
@@ -118,7 +118,31 @@ def _same_view(ctx, tangent, name: str, *args):
 
 # -- view / view_as / reshape / flatten / unflatten --------------------------------------
 
+# (shape, strides, offset, requested sizes) -> the ViewSpec of a view that succeeded:
+# a model asks for the same few views every step, and sizes, -1 resolution and strides
+# are a pure function of this key (kept only for sizes given as plain ints)
+_VIEW_SPECS: dict = {}
+
+
+_SEQ = (tuple, list, Size)
+
+
+def _spec_key(self: Tensor, size: tuple):
+    """The memo key of ``view(*size)`` on ``self``, or None when a size is not a plain int
+    (a 0-d tensor's value may change; a bool is refused)."""
+    if len(size) == 1 and type(size[0]) in _SEQ:
+        size = size[0]
+    for v in size:
+        if type(v) is not int:
+            return None
+    return (self._shape, self._stride, self._offset, tuple(size))
+
+
 def _view_meta(self: Tensor, *size) -> ViewSpec:
+    key = _spec_key(self, size)
+    spec = _VIEW_SPECS.get(key) if key is not None else None
+    if spec is not None:
+        return spec
     shape = infer_size(size_args(size), self.numel())
     stride = view_strides(self._shape, self._stride, shape)
     if stride is None:
@@ -126,7 +150,12 @@ def _view_meta(self: Tensor, *size) -> ViewSpec:
             "view size is not compatible with input tensor's size and stride (at least one "
             "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
         )
-    return ViewSpec(shape, stride, self._offset)
+    spec = ViewSpec(shape, stride, self._offset)
+    if key is not None:
+        if len(_VIEW_SPECS) > 1024:
+            _VIEW_SPECS.clear()
+        _VIEW_SPECS[key] = spec
+    return spec
 
 
 view_op = defop("view", kind="view", meta=_view_meta, saves=(),
@@ -170,6 +199,9 @@ unsafe_view = defop(
 
 def reshape(self: Tensor, *shape) -> Tensor:
     """A view when the strides allow it, else a contiguous copy (TENSOR-006)."""
+    key = _spec_key(self, shape)
+    if key is not None and key in _VIEW_SPECS:  # a view of these sizes was made before
+        return view_op(self, *shape)
     shape = infer_size(size_args(shape, "reshape", "shape"), self.numel())
     if view_strides(self._shape, self._stride, shape) is not None:
         return view_op(self, shape)
