@@ -113,8 +113,90 @@ def _channel_sum(g, out, outer, channels, inner):
                      for i in range(outer * inner))
 
 
+def _taps(g, o, dim):
+    """(kernel offset, input index) pairs in bounds for output index ``o`` along ``dim``."""
+    for k in range(g.k[dim]):
+        i = o * g.stride[dim] - g.pad[dim] + k * g.dil[dim]
+        if 0 <= i < g.inp[dim]:
+            yield k, i
+
+
+def _direct_fwd(x, w, bias, out, g, cout, groups):
+    cout, groups = cout.value, groups.value
+    L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
+    cg, og = g.c // groups, cout // groups
+    for e in range(g.n * cout * L):
+        l, co, b = e % L, (e // L) % cout, e // (L * cout)
+        ow, oh, od = l % g.out[2], (l // g.out[2]) % g.out[1], l // (g.out[2] * g.out[1])
+        xb, wr = b * g.xs[0] + (co // og) * cg * g.xs[1], co * cg * KK
+        acc = 0.0
+        for ci in range(cg):
+            for kd, i0 in _taps(g, od, 0):
+                for kh, i1 in _taps(g, oh, 1):
+                    for kw, i2 in _taps(g, ow, 2):
+                        acc += x[xb + ci * g.xs[1] + i0 * g.xs[2] + i1 * g.xs[3] + i2 * g.xs[4]] \
+                            * w[wr + (ci * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw]
+        if bias is not None:
+            acc += bias[co]
+        out[e] = acc
+
+
+def _direct_gi(grad, w, gi, g, cout, groups):
+    cout, groups = cout.value, groups.value
+    L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
+    cg, og = g.c // groups, cout // groups
+    for e in range(g.n * g.c * g.inp[0] * g.inp[1] * g.inp[2]):
+        r, iw = divmod(e, g.inp[2])
+        r, ih = divmod(r, g.inp[1])
+        r, i_d = divmod(r, g.inp[0])
+        b, ch = divmod(r, g.c)
+        grp, ci = divmod(ch, cg)
+        acc = 0.0
+        for o in range(og):
+            co = grp * og + o
+            for kd in range(g.k[0]):
+                for kh in range(g.k[1]):
+                    for kw in range(g.k[2]):
+                        t = [i_d + g.pad[0] - kd * g.dil[0], ih + g.pad[1] - kh * g.dil[1],
+                             iw + g.pad[2] - kw * g.dil[2]]
+                        if any(v < 0 or v % g.stride[j] for j, v in enumerate(t)):
+                            continue
+                        od, oh, ow = (t[j] // g.stride[j] for j in range(3))
+                        if od >= g.out[0] or oh >= g.out[1] or ow >= g.out[2]:
+                            continue
+                        acc += grad[(b * cout + co) * L + (od * g.out[1] + oh) * g.out[2] + ow] \
+                            * w[(co * cg + ci) * KK + (kd * g.k[1] + kh) * g.k[2] + kw]
+        gi[e] = acc
+
+
+def _direct_gw(grad, x, gw, g, cout, groups):
+    cout, groups = cout.value, groups.value
+    L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
+    cg, og = g.c // groups, cout // groups
+    for e in range(cout * cg * KK):
+        k, ci, co = e % KK, (e // KK) % cg, e // (KK * cg)
+        kw, kh, kd = k % g.k[2], (k // g.k[2]) % g.k[1], k // (g.k[2] * g.k[1])
+        ch = (co // og) * cg + ci
+        acc = 0.0
+        for b in range(g.n):
+            for od in range(g.out[0]):
+                i0 = od * g.stride[0] - g.pad[0] + kd * g.dil[0]
+                for oh in range(g.out[1]):
+                    i1 = oh * g.stride[1] - g.pad[1] + kh * g.dil[1]
+                    for ow in range(g.out[2]):
+                        i2 = ow * g.stride[2] - g.pad[2] + kw * g.dil[2]
+                        if not (0 <= i0 < g.inp[0] and 0 <= i1 < g.inp[1]
+                                and 0 <= i2 < g.inp[2]):
+                            continue
+                        acc += grad[(b * cout + co) * L + (od * g.out[1] + oh) * g.out[2] + ow] \
+                            * x[b * g.xs[0] + ch * g.xs[1] + i0 * g.xs[2] + i1 * g.xs[3]
+                                + i2 * g.xs[4]]
+        gw[e] = acc
+
+
 _MODELS = {"im2col": _im2col, "col2im": _col2im, "bias": _bias, "swap01": _swap01,
-           "channel_sum": _channel_sum}
+           "channel_sum": _channel_sum, "direct_fwd": _direct_fwd, "direct_gi": _direct_gi,
+           "direct_gw": _direct_gw}
 
 
 def _strided(x) -> np.ndarray:
@@ -166,10 +248,14 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("path", ["gemm", "direct"])
 @pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
                          CASES)
 def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups, bias,
-                                              strided, launches):
+                                              strided, path, launches, monkeypatch):
+    # the size limits pick the path: none fits the direct kernels, or every case does
+    monkeypatch.setattr(K, "DIRECT_MACS", 1 << 40 if path == "direct" else 0)
+    monkeypatch.setattr(K, "DIRECT_GW_SUM", 1 << 40 if path == "direct" else 0)
     xa = RNG.standard_normal(xs)
     x = t.tensor(xa)
     if strided:  # the same values through a (C, N, ...) buffer
@@ -180,17 +266,24 @@ def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups,
     got = C._cuda(x, w, b, *args)
     want = C._cpu(x, w, b, *args)
     np.testing.assert_allclose(got._np, want, rtol=1e-12, atol=1e-12)
-    if xs[0]:
+    if xs[0] and path == "direct":
+        assert launches == ["direct_fwd"]
+    elif xs[0]:
         last = ("bias",) if groups == 1 and bias else ("swap01",) if groups > 1 else ()
         assert launches == ["im2col", "gemm", *last]
     g = t.tensor(RNG.standard_normal(want.shape))
     for mask in ([True, True, True], [True, False, False], [False, True, False],
                  [False, False, True]):
+        launches.clear()
         gots = C._bw_cuda(g, x, w, *args, mask)
         for m, a, ref in zip(mask, gots, C._bw_cpu(g, x, w, *args, mask)):
             assert tuple(a.shape) == ref.shape
             if m:
                 np.testing.assert_allclose(a._np, ref, rtol=1e-12, atol=1e-12)
+        if path == "direct":
+            want_launches = [name for name, m in zip(("channel_sum", "direct_gi", "direct_gw"),
+                                                     (mask[2], mask[0], mask[1])) if m]
+            assert launches == want_launches
 
 
 @pytest.mark.parametrize(("m", "k", "n"), [(5, 3, 4), (1, 7, 2)])

@@ -185,7 +185,143 @@ __device__ void channel_sum_body(const T* __restrict__ g, T* __restrict__ out,
   }
 }
 
+// Direct convolution for small problems (one thread per result element, sums in a fixed
+// order, no columns and no GEMM): the weight w is dense (C_out, Cg, kd, kh, kw), the
+// output and gradients dense, x read through its strides.
+template<class T>
+__device__ void direct_fwd_body(const T* __restrict__ x, const T* __restrict__ w,
+                                const T* __restrict__ bias, T* __restrict__ out, Geo g,
+                                long long cout, long long groups) {
+  typedef typename Acc<T>::type A;
+  const long long L = g.out[0] * g.out[1] * g.out[2];
+  const long long K = g.k[0] * g.k[1] * g.k[2];
+  const long long cg = g.c / groups, og = cout / groups;
+  GRID_LOOP(e, g.n * cout * L) {
+    const long long l = e % L;
+    const long long co = (e / L) % cout;
+    const long long b = e / (L * cout);
+    const long long ow = l % g.out[2], oh = (l / g.out[2]) % g.out[1];
+    const long long od = l / (g.out[2] * g.out[1]);
+    const T* xb = x + b * g.xs[0] + (co / og) * cg * g.xs[1];
+    const T* wr = w + co * cg * K;
+    A acc = 0;
+    for (long long ci = 0; ci < cg; ++ci) {
+      for (long long kd = 0; kd < g.k[0]; ++kd) {
+        const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+        if (id < 0 || id >= g.in[0]) continue;
+        for (long long kh = 0; kh < g.k[1]; ++kh) {
+          const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+          if (ih < 0 || ih >= g.in[1]) continue;
+          for (long long kw = 0; kw < g.k[2]; ++kw) {
+            const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+            if (iw < 0 || iw >= g.in[2]) continue;
+            acc += ld(xb[ci * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]])
+                 * ld(wr[(ci * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw]);
+          }
+        }
+      }
+    }
+    if (bias) acc += ld(bias[co]);
+    out[e] = st<T>(acc);
+  }
+}
+
+// The input gradient: per input element, the output positions whose windows read it
+// (kernel offsets in order, like col2im), times the weights, over the group's channels.
+template<class T>
+__device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__ w,
+                               T* __restrict__ gi, Geo g, long long cout, long long groups) {
+  typedef typename Acc<T>::type A;
+  const long long L = g.out[0] * g.out[1] * g.out[2];
+  const long long K = g.k[0] * g.k[1] * g.k[2];
+  const long long cg = g.c / groups, og = cout / groups;
+  GRID_LOOP(e, g.n * g.c * g.in[0] * g.in[1] * g.in[2]) {
+    long long r = e;
+    const long long iw = r % g.in[2]; r /= g.in[2];
+    const long long ih = r % g.in[1]; r /= g.in[1];
+    const long long id = r % g.in[0]; r /= g.in[0];
+    const long long ch = r % g.c;
+    const long long b = r / g.c;
+    const long long grp = ch / cg, ci = ch % cg;
+    A acc = 0;
+    for (long long o = 0; o < og; ++o) {
+      const long long co = grp * og + o;
+      const T* gr = grad + (b * cout + co) * L;
+      const T* wr = w + (co * cg + ci) * K;
+      for (long long kd = 0; kd < g.k[0]; ++kd) {
+        const long long td = id + g.pad[0] - kd * g.dil[0];
+        if (td < 0) break;
+        if (td % g.stride[0]) continue;
+        const long long od = td / g.stride[0];
+        if (od >= g.out[0]) continue;
+        for (long long kh = 0; kh < g.k[1]; ++kh) {
+          const long long th = ih + g.pad[1] - kh * g.dil[1];
+          if (th < 0) break;
+          if (th % g.stride[1]) continue;
+          const long long oh = th / g.stride[1];
+          if (oh >= g.out[1]) continue;
+          for (long long kw = 0; kw < g.k[2]; ++kw) {
+            const long long tw = iw + g.pad[2] - kw * g.dil[2];
+            if (tw < 0) break;
+            if (tw % g.stride[2]) continue;
+            const long long ow = tw / g.stride[2];
+            if (ow >= g.out[2]) continue;
+            acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
+                 * ld(wr[(kd * g.k[1] + kh) * g.k[2] + kw]);
+          }
+        }
+      }
+    }
+    gi[e] = st<T>(acc);
+  }
+}
+
+// The weight gradient: per weight element, the sum over the batch and the output
+// positions (in order) of the output gradient times the input value its window reads.
+template<class T>
+__device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
+                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
+  typedef typename Acc<T>::type A;
+  const long long L = g.out[0] * g.out[1] * g.out[2];
+  const long long K = g.k[0] * g.k[1] * g.k[2];
+  const long long cg = g.c / groups, og = cout / groups;
+  GRID_LOOP(e, cout * cg * K) {
+    const long long k = e % K;
+    const long long ci = (e / K) % cg;
+    const long long co = e / (K * cg);
+    const long long kw = k % g.k[2], kh = (k / g.k[2]) % g.k[1], kd = k / (g.k[2] * g.k[1]);
+    const long long ch = (co / og) * cg + ci;
+    A acc = 0;
+    for (long long b = 0; b < g.n; ++b) {
+      const T* gr = grad + (b * cout + co) * L;
+      const T* xb = x + b * g.xs[0] + ch * g.xs[1];
+      for (long long od = 0; od < g.out[0]; ++od) {
+        const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+        if (id < 0 || id >= g.in[0]) continue;
+        for (long long oh = 0; oh < g.out[1]; ++oh) {
+          const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+          if (ih < 0 || ih >= g.in[1]) continue;
+          for (long long ow = 0; ow < g.out[2]; ++ow) {
+            const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+            if (iw < 0 || iw >= g.in[2]) continue;
+            acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
+                 * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
+          }
+        }
+      }
+    }
+    gw[e] = st<T>(acc);
+  }
+}
+
 #define KERNELS(S, T) \
+extern "C" __global__ void direct_fwd_##S(const T* x, const T* w, const T* bias, T* out, \
+    Geo g, long long cout, long long groups) { \
+  direct_fwd_body<T>(x, w, bias, out, g, cout, groups); } \
+extern "C" __global__ void direct_gi_##S(const T* grad, const T* w, T* gi, Geo g, \
+    long long cout, long long groups) { direct_gi_body<T>(grad, w, gi, g, cout, groups); } \
+extern "C" __global__ void direct_gw_##S(const T* grad, const T* x, T* gw, Geo g, \
+    long long cout, long long groups) { direct_gw_body<T>(grad, x, gw, g, cout, groups); } \
 extern "C" __global__ void im2col_##S(const T* x, T* cols, Geo g, int layout_b) { \
   im2col_body<T>(x, cols, g, layout_b); } \
 extern "C" __global__ void col2im_##S(const T* cols, T* out, Geo g, int layout_b) { \
@@ -204,7 +340,8 @@ KERNELS(f64, double)
 
 _SUFFIX = {D.float16: "f16", D.bfloat16: "bf16", D.float32: "f32", D.float64: "f64"}
 KERNEL_DTYPES = frozenset(_SUFFIX)
-_NAMES = ("im2col", "col2im", "bias", "swap01", "channel_sum")
+_NAMES = ("im2col", "col2im", "bias", "swap01", "channel_sum", "direct_fwd", "direct_gi",
+          "direct_gw")
 _functions: dict = {}  # (name, dtype, device index) -> kernel handle
 
 
@@ -352,6 +489,56 @@ def channel_sum(g: Tensor, outer: int, channels: int, inner: int) -> Tensor:
     return out
 
 
+# -- direct convolution of small problems ------------------------------------------------
+# Below these sizes a convolution's three parts (im2col, GEMM, bias) cost more host time
+# than the arithmetic takes on the device: one direct kernel does the whole product.
+# (Multiply-adds of the result, and the sum length a weight-gradient thread runs alone.)
+DIRECT_MACS = 1 << 22
+DIRECT_GW_SUM = 1 << 13
+
+
+def direct_fits(results: int, per_result: int) -> bool:
+    """Whether a direct kernel takes ``results`` outputs of ``per_result`` products each."""
+    return results * per_result <= DIRECT_MACS
+
+
+def direct_forward(x: Tensor, w: Tensor, bias: Tensor | None, out: Tensor, out_sizes, stride,
+                   pads, dilation, groups: int) -> Tensor:
+    """``out`` (dense (N, C_out, *out_sizes)) = the convolution of ``x`` (any strides) with
+    the dense weight ``w``, plus ``bias``, in one kernel."""
+    kernel = list(w._shape[2:])
+    g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
+    _launch("direct_fwd", x, out.numel(), [_ptr(x), _ptr(w), _ptr(bias), _ptr(out), g,
+                                            ctypes.c_longlong(w._shape[0]),
+                                            ctypes.c_longlong(groups)])
+    return out
+
+
+def direct_grad_input(grad: Tensor, w: Tensor, x_shape, out_sizes, stride, pads, dilation,
+                      groups: int) -> Tensor:
+    """The input gradient (dense, ``x_shape``) for the dense output gradient ``grad``."""
+    gi = Tensor._empty(tuple(x_shape), grad.dtype, grad.device)
+    kernel = list(w._shape[2:])
+    g = _geo(gi._shape, gi._stride, kernel, out_sizes, stride, pads, dilation)
+    _launch("direct_gi", gi, gi.numel(), [_ptr(grad), _ptr(w), _ptr(gi), g,
+                                          ctypes.c_longlong(w._shape[0]),
+                                          ctypes.c_longlong(groups)])
+    return gi
+
+
+def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads, dilation,
+                       groups: int) -> Tensor:
+    """The weight gradient (dense, ``w_shape``) for the dense output gradient ``grad`` and
+    the input ``x`` (any strides)."""
+    gw = Tensor._empty(tuple(w_shape), grad.dtype, grad.device)
+    kernel = list(w_shape[2:])
+    g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
+    _launch("direct_gw", gw, gw.numel(), [_ptr(grad), _ptr(x), _ptr(gw), g,
+                                          ctypes.c_longlong(w_shape[0]),
+                                          ctypes.c_longlong(groups)])
+    return gw
+
+
 def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
     """``_blas.gemm``, a batch of one taken as a plain 2-D product."""
     from refimpl.cuda import _blas
@@ -361,5 +548,6 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
     return _blas.gemm(out, a, b, beta=beta)
 
 
-__all__ = ["KERNEL_DTYPES", "add_bias", "channel_sum", "col2im", "dense", "gemm", "im2col",
-           "swap01", "view"]
+__all__ = ["DIRECT_GW_SUM", "DIRECT_MACS", "KERNEL_DTYPES", "add_bias", "channel_sum", "col2im",
+           "dense", "direct_fits", "direct_forward", "direct_grad_input", "direct_grad_weight",
+           "gemm", "im2col", "swap01", "view"]

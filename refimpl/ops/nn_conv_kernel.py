@@ -93,6 +93,9 @@ def _cuda(input, weight, bias, stride, pads, dilation, groups):
         return out
     w = K.dense(weight)
     length, ck = _prod(out_sizes), input.shape[1] * _prod(kernel)
+    if K.direct_fits(out.numel(), ck // groups):  # small: one direct kernel
+        return K.direct_forward(input, w, bias if bias is None else K.dense(bias), out,
+                                out_sizes, stride, pads, dilation, groups)
     if groups == 1:  # one batched GEMM, the weight broadcast, writing (N, C_out, L)
         cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=False)
         flat = K.view(out, (batch, cout, length), (cout * length, length, 1))
@@ -218,6 +221,16 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     gi = gw = gb = None  # the gradients not asked for are empty tensors
     if mask[2]:
         gb = K.channel_sum(grad, batch, cout, length)
+    # small problems: a direct kernel per gradient (no columns, no transposed copy)
+    direct_gi = mask[0] and K.direct_fits(input.numel(), og * _prod(kernel))
+    direct_gw = mask[1] and nl <= K.DIRECT_GW_SUM and K.direct_fits(weight.numel(), nl)
+    if direct_gi:
+        gi = K.direct_grad_input(grad, K.dense(weight), input.shape, out_sizes, stride, pads,
+                                 dilation, groups)
+    if direct_gw:
+        gw = K.direct_grad_weight(grad, input, weight.shape, out_sizes, stride, pads,
+                                  dilation, groups)
+    mask = (mask[0] and not direct_gi, mask[1] and not direct_gw, False)
     if mask[0] or mask[1]:
         gt = K.swap01(grad, batch, cout, length, (groups, og, nl))  # (C_out, N*L)
     if mask[1]:  # the batch folded into the reduction: one GEMM over the groups

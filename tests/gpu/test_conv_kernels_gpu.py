@@ -4,9 +4,11 @@ against torch's CUDA results and refimpl's CPU kernels.
 Each case runs the op forward and backward on CUDA, and checks the output and the
 gradients of input, weight and bias against torch on CUDA (TF32 off on both sides, so
 float32 is computed in full precision) in the same dtype, and against refimpl on the CPU
-in float64 from the same (rounded) inputs. A recorder checks the launches: the fused
-forward is one im2col kernel, one GEMM and one bias launch; the backward is at most four
-kernels and two GEMMs. One test replays a captured CUDA graph of the ops on new inputs.
+in float64 from the same (rounded) inputs, on both paths the size limits choose between:
+im2col and GEMMs, or the direct kernels of small problems. A recorder checks the
+launches: the fused forward is one im2col kernel, one GEMM and one bias launch (or one
+direct kernel); the backward is at most four kernels and two GEMMs (or three direct
+kernels). One test replays a captured CUDA graph of the ops on new inputs.
 Skipped where no GPU or no CUDA torch exists.
 """
 
@@ -37,6 +39,15 @@ def _full_precision():
     torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.fixture(params=["gemm", "direct"])
+def path(request, monkeypatch):
+    """Force one convolution path: no problem fits the direct kernels, or every one does."""
+    big = 1 << 40 if request.param == "direct" else 0
+    monkeypatch.setattr(K, "DIRECT_MACS", big)
+    monkeypatch.setattr(K, "DIRECT_GW_SUM", big)
+    return request.param
 
 
 @pytest.fixture()
@@ -151,16 +162,16 @@ def _conv_fns(name, kw):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("name", "xs", "ws", "bias", "kw"), CONV_CASES)
-def test_conv_matches_torch_and_cpu(name, xs, ws, bias, kw, dtype, calls):
+def test_conv_matches_torch_and_cpu(name, xs, ws, bias, kw, dtype, path, calls):
     arrays = [_rn(*xs), _rn(*ws, seed=1), _rn(ws[0], seed=2) if bias else None]
     _compare(*_conv_fns(name, kw), arrays, dtype, need=(True, True, bias))
     depthwise_half = dtype in ("float16", "bfloat16") and ws[1] == 1 and xs[1] > 1
-    if xs[0] and not depthwise_half:
-        assert calls[0] == "im2col", calls  # the fused kernels ran
+    if xs[0] and not depthwise_half:  # the fused kernels of the path ran
+        assert calls[0] == ("im2col" if path == "gemm" else "direct_fwd"), calls
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_conv_noncontiguous_input_and_expanded_grad(dtype):
+def test_conv_noncontiguous_input_and_expanded_grad(dtype, path):
     x = _rn(3, 2, 9, 8)
     fns = _conv_fns("conv2d", {"stride": 2, "padding": 1})
     arrays = [x, _rn(4, 2, 3, 3, seed=1), _rn(4, seed=2)]
@@ -179,12 +190,13 @@ def test_conv_noncontiguous_input_and_expanded_grad(dtype):
 
 @pytest.mark.parametrize("need", [(True, False, False), (False, True, False),
                                   (False, False, True)])
-def test_conv_backward_honours_the_mask(need):
+def test_conv_backward_honours_the_mask(need, path):
     arrays = [_rn(2, 4, 7, 6), _rn(6, 2, 3, 3, seed=1), _rn(6, seed=2)]
     _compare(*_conv_fns("conv2d", {"padding": 1, "groups": 2}), arrays, "float32", need=need)
 
 
-def test_conv_launch_counts(calls):
+def test_conv_launch_counts(calls, monkeypatch):
+    monkeypatch.setattr(K, "DIRECT_MACS", 0)  # the im2col and GEMM path
     x = t.tensor(_rn(2, 4, 9, 9), device="cuda", requires_grad=True)
     w = t.tensor(_rn(6, 4, 3, 3), device="cuda", requires_grad=True)
     b = t.tensor(_rn(6), device="cuda", requires_grad=True)
@@ -198,6 +210,23 @@ def test_conv_launch_counts(calls):
     (out * out).sum().backward()
     assert sorted(calls) == sorted(["channel_sum", "swap01", "im2col", "gemm", "gemm",
                                     "col2im"]), calls
+
+
+def test_small_conv_takes_the_direct_kernels(calls):
+    # the training step's sizes fit the default limits: one kernel a product
+    x = t.tensor(_rn(8, 8, 6, 6), device="cuda", requires_grad=True)
+    w = t.tensor(_rn(16, 8, 3, 3), device="cuda", requires_grad=True)
+    b = t.tensor(_rn(16), device="cuda", requires_grad=True)
+    out = RF.conv2d(x, w, b, padding=1)
+    assert calls == ["direct_fwd"]
+    calls.clear()
+    (out * out).sum().backward()
+    assert calls == ["channel_sum", "direct_gi", "direct_gw"], calls
+    # a large problem keeps the GEMMs
+    calls.clear()
+    RF.conv2d(t.randn(8, 16, 33, 35, device="cuda"), t.randn(32, 16, 3, 3, device="cuda"),
+              None, padding=1)
+    assert calls == ["im2col", "gemm"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
