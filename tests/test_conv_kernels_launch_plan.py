@@ -194,7 +194,16 @@ def _direct_gw(grad, x, gw, g, cout, groups):
         gw[e] = acc
 
 
-_MODELS = {"im2col": _im2col, "col2im": _col2im, "bias": _bias, "swap01": _swap01,
+def _small_mm(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1):
+    rows, cols, inner = rows.value, cols.value, inner.value
+    sa0, sa1, sb0, sb1 = sa0.value, sa1.value, sb0.value, sb1.value
+    for e in range(rows * cols):
+        i, j = divmod(e, cols)
+        acc = sum(a[i * sa0 + p * sa1] * b[j * sb1 + p * sb0] for p in range(inner))
+        c[e] = acc + (bias[j] if bias is not None else 0.0)
+
+
+_MODELS = {"small_mm": _small_mm, "im2col": _im2col, "col2im": _col2im, "bias": _bias, "swap01": _swap01,
            "channel_sum": _channel_sum, "direct_fwd": _direct_fwd, "direct_gi": _direct_gi,
            "direct_gw": _direct_gw}
 
@@ -286,16 +295,19 @@ def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups,
             assert launches == want_launches
 
 
+@pytest.mark.parametrize("path", ["gemm", "small_mm"])
 @pytest.mark.parametrize(("m", "k", "n"), [(5, 3, 4), (1, 7, 2)])
-def test_linear_launch_plan_matches_cpu_kernels(m, k, n, launches):
+def test_linear_launch_plan_matches_cpu_kernels(m, k, n, path, launches, monkeypatch):
+    monkeypatch.setattr(K, "SMALL_MM_MACS", 1 << 40 if path == "small_mm" else 0)
     x = t.tensor(RNG.standard_normal((k, m))).t()  # a transposed input
     w, b = t.tensor(RNG.standard_normal((n, k))), t.tensor(RNG.standard_normal(n))
     np.testing.assert_allclose(LK._cuda(x, w, b)._np, LK._cpu(x, w, b), rtol=1e-12)
-    assert launches == ["bias", "gemm"]
+    assert launches == (["bias", "gemm"] if path == "gemm" else ["small_mm"])
     g = t.tensor(RNG.standard_normal((m, n)))
+    launches.clear()
     for got, want in zip(LK._bw_cuda(g, x, w, [True] * 3), LK._bw_cpu(g, x, w, [True] * 3)):
         np.testing.assert_allclose(got._np, want, rtol=1e-12)
-    assert launches[2:] == ["gemm", "gemm", "channel_sum"]
+    assert launches == [path, path, "channel_sum"]
 
 
 def test_geometry_pads_spatial_dims_in_front():

@@ -314,7 +314,31 @@ __device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__
   }
 }
 
+// A small matrix product, one thread per result element: c[i, j] = sum over p (in order)
+// of a[i, p] * b[p, j], plus bias[j] when given; a and b read through their strides, c
+// dense (rows, cols). The linear layer's products below the size limit.
+template<class T>
+__device__ void small_mm_body(const T* __restrict__ a, const T* __restrict__ b,
+                              const T* __restrict__ bias, T* __restrict__ c, long long rows,
+                              long long cols, long long inner, long long sa0, long long sa1,
+                              long long sb0, long long sb1) {
+  typedef typename Acc<T>::type A;
+  GRID_LOOP(e, rows * cols) {
+    const long long i = e / cols, j = e % cols;
+    const T* ar = a + i * sa0;
+    const T* bc = b + j * sb1;
+    A acc = 0;
+    for (long long p = 0; p < inner; ++p) acc += ld(ar[p * sa1]) * ld(bc[p * sb0]);
+    if (bias) acc += ld(bias[j]);
+    c[e] = st<T>(acc);
+  }
+}
+
 #define KERNELS(S, T) \
+extern "C" __global__ void small_mm_##S(const T* a, const T* b, const T* bias, T* c, \
+    long long rows, long long cols, long long inner, long long sa0, long long sa1, \
+    long long sb0, long long sb1) { \
+  small_mm_body<T>(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1); } \
 extern "C" __global__ void direct_fwd_##S(const T* x, const T* w, const T* bias, T* out, \
     Geo g, long long cout, long long groups) { \
   direct_fwd_body<T>(x, w, bias, out, g, cout, groups); } \
@@ -341,7 +365,7 @@ KERNELS(f64, double)
 _SUFFIX = {D.float16: "f16", D.bfloat16: "bf16", D.float32: "f32", D.float64: "f64"}
 KERNEL_DTYPES = frozenset(_SUFFIX)
 _NAMES = ("im2col", "col2im", "bias", "swap01", "channel_sum", "direct_fwd", "direct_gi",
-          "direct_gw")
+          "direct_gw", "small_mm")
 _functions: dict = {}  # (name, dtype, device index) -> kernel handle
 
 
@@ -539,6 +563,33 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     return gw
 
 
+# Matrix products of at most this many multiply-adds, and sums of at most this length,
+# run as one small_mm kernel rather than a cuBLAS call (whose host time is the larger).
+SMALL_MM_MACS = 1 << 20
+SMALL_MM_INNER = 2048
+
+
+def small_mm_fits(rows: int, cols: int, inner: int) -> bool:
+    """Whether ``small_mm`` takes a (rows, inner) @ (inner, cols) product."""
+    return inner <= SMALL_MM_INNER and rows * cols * inner <= SMALL_MM_MACS
+
+
+def small_mm(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``out`` (dense, 2-d) = ``a @ b`` (+ ``bias`` along the columns), 2-d operands of any
+    strides, in one kernel."""
+    rows, cols = out._shape
+    inner = a._shape[1]
+    if rows * cols:
+        if bias is not None:
+            bias = dense(bias)
+        _launch("small_mm", out, rows * cols,
+                [_ptr(a), _ptr(b), _ptr(bias), _ptr(out), ctypes.c_longlong(rows),
+                 ctypes.c_longlong(cols), ctypes.c_longlong(inner),
+                 ctypes.c_longlong(a._stride[0]), ctypes.c_longlong(a._stride[1]),
+                 ctypes.c_longlong(b._stride[0]), ctypes.c_longlong(b._stride[1])])
+    return out
+
+
 def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
     """``_blas.gemm``, a batch of one taken as a plain 2-D product."""
     from refimpl.cuda import _blas
@@ -550,4 +601,4 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
 
 __all__ = ["DIRECT_GW_SUM", "DIRECT_MACS", "KERNEL_DTYPES", "add_bias", "channel_sum", "col2im",
            "dense", "direct_fits", "direct_forward", "direct_grad_input", "direct_grad_weight",
-           "gemm", "im2col", "swap01", "view"]
+           "gemm", "im2col", "small_mm", "small_mm_fits", "swap01", "view"]

@@ -9,6 +9,8 @@ CPU: one numpy GEMM (bias added in place); the backward's weight gradient is
 accumulating onto it (``beta=1``: the bias is added in the GEMM's compute type, rounded
 once); the backward is two GEMMs reading the operands as they are laid out (transposes
 as cuBLAS flags) and one channel-sum kernel for the bias (``refimpl.cuda._conv_kernels``).
+Products small enough (``small_mm_fits``) run as one ``small_mm`` kernel each instead of a
+GEMM (the forward's bias included), where cuBLAS's host time would exceed the work.
 float16/bfloat16 take the op on CUDA only. Double backward runs the formulas in
 differentiable refimpl ops.
 """
@@ -38,8 +40,10 @@ def _cuda(input, weight, bias):
     from refimpl.cuda import _conv_kernels as K
 
     out = Tensor._empty((input.shape[0], weight.shape[0]), input.dtype, input.device)
-    K.add_bias(out, None, bias, 1)  # the bias broadcast over the rows, then C += A @ B
     wt = K.view(weight, (weight.shape[1], weight.shape[0]), weight._stride[::-1])
+    if K.small_mm_fits(out._shape[0], out._shape[1], input.shape[1]):
+        return K.small_mm(out, input, wt, bias)  # small: one kernel, the bias included
+    K.add_bias(out, None, bias, 1)  # the bias broadcast over the rows, then C += A @ B
     return K.gemm(out, input, wt, beta=1)
 
 
@@ -99,11 +103,14 @@ def _bw_cuda(grad, input, weight, mask):
 
     dev, dt = input.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
+    m, n = grad._shape
     if mask[0]:
-        gi = K.gemm(Tensor._empty(tuple(input.shape), dt, dev), grad, weight)
+        gi = Tensor._empty(tuple(input.shape), dt, dev)
+        (K.small_mm if K.small_mm_fits(m, gi._shape[1], n) else K.gemm)(gi, grad, weight)
     if mask[1]:
-        gt = K.view(grad, (grad.shape[1], grad.shape[0]), grad._stride[::-1])
-        gw = K.gemm(Tensor._empty(tuple(weight.shape), dt, dev), gt, input)
+        gt = K.view(grad, (n, m), grad._stride[::-1])
+        gw = Tensor._empty(tuple(weight.shape), dt, dev)
+        (K.small_mm if K.small_mm_fits(n, gw._shape[1], m) else K.gemm)(gw, gt, input)
     if mask[2]:
         gb = K.channel_sum(K.dense(grad), grad.shape[0], grad.shape[1], 1)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))

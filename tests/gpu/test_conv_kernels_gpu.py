@@ -232,11 +232,27 @@ def test_small_conv_takes_the_direct_kernels(calls):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("xs", "out_features"), [((5, 7), 3), ((4, 6, 33), 65),
                                                   ((300, 129), 257)])
-def test_linear_matches_torch_and_cpu(xs, out_features, dtype, calls):
+@pytest.mark.parametrize("small", [False, True])
+def test_linear_matches_torch_and_cpu(xs, out_features, dtype, small, calls, monkeypatch):
+    # the size limit picks the path: cuBLAS GEMMs, or one small_mm kernel a product
+    monkeypatch.setattr(K, "SMALL_MM_MACS", 1 << 40 if small else 0)
     arrays = [_rn(*xs), _rn(out_features, xs[-1], seed=1), _rn(out_features, seed=2)]
     _compare(RF.linear, torch.nn.functional.linear, arrays, dtype)
-    assert calls[:2] == ["bias", "gemm"], calls
-    assert sorted(calls[2:]) == ["channel_sum", "gemm", "gemm"], calls
+    forward = ["small_mm"] if small else ["bias", "gemm"]
+    mm = "small_mm" if small else "gemm"
+    assert calls[:len(forward)] == forward, calls
+    assert sorted(calls[len(forward):]) == sorted(["channel_sum", mm, mm]), calls
+
+
+def test_small_linear_takes_one_kernel_a_product(calls):
+    x = t.tensor(_rn(48, 16), device="cuda", requires_grad=True)
+    w = t.tensor(_rn(64, 16), device="cuda", requires_grad=True)
+    b = t.tensor(_rn(64), device="cuda", requires_grad=True)
+    out = RF.linear(x, w, b)
+    assert calls == ["small_mm"]
+    calls.clear()
+    (out * out).sum().backward()
+    assert calls == ["small_mm", "small_mm", "channel_sum"], calls
 
 
 def test_linear_transposed_input():
