@@ -248,3 +248,21 @@ def test_chunks_cover_each_channel_once(c, m):
     starts = [i * chunk for i in range(p)]
     assert all(s < m for s in starts) and p * chunk >= m  # every chunk non-empty, all covered
     assert c * p <= max(c, 2048) + c
+
+
+@pytest.mark.parametrize(("shape", "fwd", "bwd"), [
+    ((8, 16, 6, 6), ["bn_one"], ["bn_bw_one"]),  # one chunk a channel: one launch a pass
+    ((1, 1, 2100), ["bn_stats", "bn_apply"], ["bn_bw_sums", "bn_bw_apply"]),
+])
+def test_batch_norm_launches_per_pass(emu, monkeypatch, shape, fwd, bwd):
+    seen = []
+    launch = K._launch
+    monkeypatch.setattr(K, "_launch", lambda name, *a: seen.append(name) or launch(name, *a))
+    rng = np.random.default_rng(5)
+    x, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(shape[1]).astype(np.float32)
+    y, mean, var = K.batch_norm(_b(x), _b(w), _b(w), None, None, True, 1e-5)
+    assert seen == fwd
+    seen.clear()
+    K.batch_norm_backward(_b(g), _b(x), _b(w), mean, var, True, 1e-5, [True, True, True])
+    assert seen == bwd

@@ -22,6 +22,8 @@ batch is thus copied once). Index arithmetic is 64-bit.
   evaluation the apply launch reads the given statistics. The backward forms the
   partial sums of ``g`` and ``g * (x - mean)`` (``bn_bw_sums``) and then the input
   gradient and the weight/bias gradients (``bn_bw_apply``).
+  A channel of one chunk (P = 1) runs both steps in one launch (``bn_one``,
+  ``bn_bw_one``: the same device code, so the same bits).
   The running statistics' update of ``batch_norm`` is one more launch
   (``bn_running``, called by ``nn_norm._update_running``) instead of five ops.
 * Layer norm, input viewed as (R, D): one warp per row for D <= 1024, else one block of
@@ -353,6 +355,16 @@ extern "C" __global__ void bn_apply_##S(const T* x, T* y, const A* part, long lo
     const T* mi, const T* vi, const T* w, const T* b, T* mo, T* vo, long long C, \
     long long hw, long long M, long long chunk, long long Pa, A eps) { \
   bn_apply<T, A>(x, y, part, P, mi, vi, w, b, mo, vo, C, hw, M, chunk, Pa, eps); } \
+extern "C" __global__ void bn_one_##S(const T* x, T* y, A* part, const T* w, const T* b, \
+    T* mo, T* vo, long long C, long long hw, long long M, A eps) { \
+  bn_stats<T, A>(x, part, C, hw, M, M, 1); \
+  bn_apply<T, A>(x, y, part, 1, nullptr, nullptr, w, b, mo, vo, C, hw, M, M, 1, eps); } \
+extern "C" __global__ void bn_bw_one_##S(const T* g, const T* x, const T* mean, \
+    const T* var, const T* w, A* part, T* gi, T* gw, T* gb, long long C, long long hw, \
+    long long M, A eps, int training) { \
+  bn_bw_sums<T, A>(g, x, mean, part, C, hw, M, M, 1); \
+  bn_bw_apply<T, A>(g, x, mean, var, w, part, 1, gi, gw, gb, C, hw, M, M, 1, eps, \
+                    training); } \
 extern "C" __global__ void bn_bw_sums_##S(const T* g, const T* x, const T* mean, \
     A* part, long long C, long long hw, long long M, long long chunk, long long P) { \
   bn_bw_sums<T, A>(g, x, mean, part, C, hw, M, chunk, P); } \
@@ -379,8 +391,8 @@ NORM_KERNELS(f32, float, float)
 NORM_KERNELS(f64, double, double)
 """
 
-KERNELS = ("bn_running", "bn_stats", "bn_apply", "bn_bw_sums", "bn_bw_apply", "ln_fwd", "ln_bw_rows",
-           "ln_bw_cols", "ln_bw_cols_final")
+KERNELS = ("bn_running", "bn_stats", "bn_apply", "bn_bw_sums", "bn_bw_apply", "bn_one",
+           "bn_bw_one", "ln_fwd", "ln_bw_rows", "ln_bw_cols", "ln_bw_cols_final")
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
 _BLOCK = 256
 _functions: dict = {}  # (name, dtype, device index) -> kernel handle
@@ -418,10 +430,10 @@ def _launch(name: str, like: Tensor, grid: tuple, block: tuple, args: list) -> N
 
 
 def _chunks(c: int, m: int) -> tuple[int, int]:
-    """(chunks per channel, elements per chunk) for c channels of m elements: about 1024
+    """(chunks per channel, elements per chunk) for c channels of m elements: about 2048
     elements a block, at most ~2048 blocks in all. A function of the shape only, so the
     summation order (and the bits) never depend on the device."""
-    p = max(1, min(-(-m // 1024), -(-2048 // max(c, 1))))
+    p = max(1, min(-(-m // 2048), -(-2048 // max(c, 1))))
     chunk = -(-m // p)
     return -(-m // chunk), chunk
 
@@ -445,6 +457,11 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
     if training:
         part = Tensor._empty((c * p * 3,), _acc(x), dev)
         mean, var = Tensor._empty((c,), dt, dev), Tensor._empty((c,), dt, dev)
+        if p == 1:  # one chunk a channel: statistics and normalisation in one launch
+            _launch("bn_one", x, (c, 1, 1), (_BLOCK, 1, 1),
+                    [_ptr(x), _ptr(y), _ptr(part), _ptr(weight), _ptr(bias), _ptr(mean),
+                     _ptr(var), *dims[:3], T(eps)])
+            return y, mean, var
         _launch("bn_stats", x, (c * p, 1, 1), (_BLOCK, 1, 1), [_ptr(x), _ptr(part), *dims])
         mi = vi = None
     else:
@@ -499,8 +516,16 @@ def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: 
     part = None
     if mask[1] or mask[2] or (mask[0] and training):
         part = Tensor._empty((c * p * 2,), _acc(x), dev)
-        _launch("bn_bw_sums", x, (c * p, 1, 1), (_BLOCK, 1, 1),
-                [_ptr(g), _ptr(x), _ptr(mean), _ptr(part), *dims, ctypes.c_longlong(p)])
+        if p == 1:  # one chunk a channel: sums and gradients in one launch
+            _launch("bn_bw_one", x, (c, 1, 1), (_BLOCK, 1, 1),
+                    [_ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(part),
+                     _ptr(gi), _ptr(gw), _ptr(gb), *dims[:3], T(eps),
+                     ctypes.c_int(bool(training))])
+            part = None
+            mask = (False, False, False)  # every gradient asked for is written
+        else:
+            _launch("bn_bw_sums", x, (c * p, 1, 1), (_BLOCK, 1, 1),
+                    [_ptr(g), _ptr(x), _ptr(mean), _ptr(part), *dims, ctypes.c_longlong(p)])
     if part is not None or mask[0]:
         pa = p if mask[0] else 1  # without the input gradient one block per channel
         _launch("bn_bw_apply", x, (c * pa, 1, 1), (_BLOCK, 1, 1),
