@@ -484,12 +484,17 @@ def _plain_unwatched(grad) -> bool:
     without history that is not a view (detach's result is never a view), with no mode or
     profiler to see the detach. Nobody else holds a stolen gradient, so its identity
     cannot be told apart."""
-    from refimpl import _dispatch
-    from refimpl._tensor import PLAIN
+    global _DISPATCH, _PLAIN
+    if _DISPATCH is None:
+        from refimpl import _dispatch as _DISPATCH
+        from refimpl._tensor import PLAIN as _PLAIN
+    return (type(grad) in _PLAIN and grad._view_meta is None and grad._gfn is None
+            and not grad._rg and not _DISPATCH.MODE_STACK
+            and _DISPATCH.PROFILE_LAYER is None)
 
-    return (type(grad) in PLAIN and grad._view_meta is None and grad._gfn is None
-            and not grad._rg and not _dispatch.MODE_STACK
-            and _dispatch.PROFILE_LAYER is None)
+
+_DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the autograd layer)
+_PLAIN: frozenset = frozenset()
 
 
 def accumulate_into(variable, grad, steal: bool = False) -> None:

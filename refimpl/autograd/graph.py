@@ -249,14 +249,13 @@ class AccumulateGrad(GraphNode):
         self._lock = threading.Lock()
 
     def _apply(self, grads: list) -> list:
-        from refimpl.autograd.engine import accumulate_into, stealable
-
+        engine = _ENGINE or _engine()
         grad = grads[0]
         if grad is not None:
             # held by: the engine's buffer (grads), its copy when post hooks exist, `grad`
-            steal = stealable(grad, 2 + (1 if self._post_hooks else 0))
+            steal = engine.stealable(grad, 2 + (1 if self._post_hooks else 0))
             with self._lock:
-                accumulate_into(self.variable, grad, steal)
+                engine.accumulate_into(self.variable, grad, steal)
             hooks = self.variable._post_acc_hooks
             if hooks:
                 for hook in list(hooks.values()):
@@ -275,6 +274,16 @@ class AccumulateGrad(GraphNode):
 
     def _has_tensor_hooks(self) -> bool:
         return bool(self.variable._backward_hooks)
+
+
+_ENGINE = None  # refimpl.autograd.engine, bound on first use (it imports this module)
+
+
+def _engine():
+    global _ENGINE
+    from refimpl.autograd import engine as _ENGINE
+
+    return _ENGINE
 
 
 class Error(GraphNode):
