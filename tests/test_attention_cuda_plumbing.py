@@ -68,8 +68,29 @@ def _softmax_backward(gs, w, scale):
     g[...] = wa * (g - (g * wa).sum(-1, keepdims=True)) * scale
 
 
+def _flat(x) -> np.ndarray:
+    """The storage of CPU tensor ``x`` from its offset on (what a kernel pointer reads)."""
+    return x._storage._data.reshape(-1).view(np.uint8).view(x.dtype.np)[x._offset:]
+
+
+def _bmm_kernel(name, like, rows, args):
+    """bmm_small's CUDA body, line by line, over the launch's arguments."""
+    assert name.startswith("sdpa_bmm_") and rows * 32 >= args[3].value
+    a, b, c = args[:3]
+    total, h, r, cols, inner = (x.value for x in args[3:8])
+    a0, a1, a2, a3, b0, b1, b2, b3 = (x.value for x in args[8:16])
+    alpha = args[16].value
+    for e in range(total):
+        j, i, z = e % cols, (e // cols) % r, e // (r * cols)
+        ar = (z // h) * a0 + (z % h) * a1 + i * a2
+        bc = (z // h) * b0 + (z % h) * b1 + j * b3
+        c[e] = alpha * sum(a[ar + p * a3] * b[bc + p * b2] for p in range(inner))
+
+
 @pytest.fixture
 def emulated(monkeypatch):
+    monkeypatch.setattr(K, "_launch", _bmm_kernel)
+    monkeypatch.setattr(K, "_ptr", _flat)
     monkeypatch.setattr(_blas, "gemm", _gemm)
     monkeypatch.setattr(_blas, "dense_copy", _dense_copy)
     monkeypatch.setattr(K, "_softmax", _softmax)
@@ -85,9 +106,15 @@ def _packed(rng, n, length, heads, hd):
 _MASKS = ["none", "bool2", "bool4b", "add4", "add2", "causal", "dead"]
 
 
+@pytest.mark.parametrize("path", ["gemm", "small"])
 @pytest.mark.parametrize("kind", _MASKS)
 @pytest.mark.parametrize("layout", ["dense", "packed", "transposed"])
-def test_attention_paths_match_cpu_kernel(emulated, kind, layout):
+def test_attention_paths_match_cpu_kernel(emulated, monkeypatch, kind, layout, path):
+    # the size limit picks the products: cuBLAS GEMMs, or bmm_small through the strides
+    monkeypatch.setattr(K, "SMALL_MACS", 1 << 40 if path == "small" else 0)
+    copies = []
+    copy = _blas.dense_copy
+    monkeypatch.setattr(_blas, "dense_copy", lambda x: copies.append(1) or copy(x))
     rng = np.random.default_rng(0)
     n, heads, length, source, hd = 2, 3, 5, 5, 4
     if layout == "packed":
@@ -130,6 +157,10 @@ def test_attention_paths_match_cpu_kernel(emulated, kind, layout):
                 np.testing.assert_allclose(gg._np, ww, rtol=1e-11, atol=1e-11)
             else:
                 assert gg is None
+    if path == "small":  # head views and transposes are read in place
+        assert not copies
+    elif layout == "packed":
+        assert copies
 
 
 _SHAPES = [

@@ -1,5 +1,8 @@
 """Scaled dot-product attention on CUDA: cuBLAS batched GEMMs around two NVRTC kernels.
 
+Products small enough (``SMALL_MACS``) run instead as one ``bmm_small`` kernel each,
+which reads any 4-d strides (no copies of head views) and skips cuBLAS's host time.
+
 The forward (``forward``) is three launches: the scores ``scale * q @ k^T`` as one
 strided-batched GEMM (the scale is the GEMM's alpha) into the weights buffer, one kernel
 that masks each row (a boolean or additive mask broadcast over the batch and head dims,
@@ -103,6 +106,34 @@ __device__ void softmax_backward_rows(T* g, const T* w, long long rows, long lon
     for (long long j = lane; j < S; j += 32) gr[j] = wr[j] * (gr[j] - dot) * scale;
   }
 }
+
+// c = alpha * a @ b over (B, H) batches of small matrices, one thread per element of the
+// dense (B, H, R, C) result (lanes along the flat index); a (B, H, R, P) and b (B, H, P, C)
+// are read through their four strides, so head views and transposes need no copy. The
+// sum runs over p in order, in T.
+template<class T>
+__device__ void bmm_small(const T* a, const T* b, T* c, long long total, long long H,
+                          long long R, long long C, long long P, long long a0, long long a1,
+                          long long a2, long long a3, long long b0, long long b1,
+                          long long b2, long long b3, T alpha) {
+  for (long long e = ((long long)blockIdx.x * blockDim.y + threadIdx.y) * 32 + threadIdx.x;
+       e < total; e += (long long)gridDim.x * blockDim.y * 32) {
+    const long long j = e % C, i = (e / C) % R, z = e / (R * C);
+    const T* ar = a + (z / H) * a0 + (z % H) * a1 + i * a2;
+    const T* bc = b + (z / H) * b0 + (z % H) * b1 + j * b3;
+    T acc = (T)0;
+    for (long long p = 0; p < P; ++p) acc += ar[p * a3] * bc[p * b2];
+    c[e] = alpha * acc;
+  }
+}
+
+#define BMM(NAME, T) extern "C" __global__ void NAME(const T* a, const T* b, T* c, \
+    long long total, long long H, long long R, long long C, long long P, long long a0, \
+    long long a1, long long a2, long long a3, long long b0, long long b1, long long b2, \
+    long long b3, T alpha) { \
+  bmm_small<T>(a, b, c, total, H, R, C, P, a0, a1, a2, a3, b0, b1, b2, b3, alpha); }
+BMM(sdpa_bmm_f32, float)
+BMM(sdpa_bmm_f64, double)
 
 #define SOFTMAX(NAME, T) extern "C" __global__ void NAME(T* s, const void* mask, \
     long long rows, long long L, long long H, long long S, long long m0, long long m1, \
@@ -209,21 +240,58 @@ def _softmax_backward(gs: Tensor, w: Tensor, scale: float) -> None:
             [_ptr(gs), _ptr(w), ll(rows), ll(source), scalar(scale)])
 
 
+# Products of at most this many multiply-adds in all run as one bmm_small launch each,
+# reading the operands through their strides, instead of cuBLAS (whose host time, and
+# the copies of head views it cannot walk, cost more than such products).
+SMALL_MACS = 1 << 20
+
+
+def _small(b: int, h: int, rows: int, cols: int, inner: int) -> bool:
+    return b * h * rows * cols * inner <= SMALL_MACS
+
+
+def _bmm(out: Tensor, a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
+    """``out`` (dense (B, H, R, C)) = ``alpha * a @ b`` for 4-d operands of any strides."""
+    _, h, r, c = out._shape
+    total = out.numel()
+    if total:
+        ll = ctypes.c_longlong
+        _launch(f"sdpa_bmm_{_SUFFIX[out.dtype][0]}", out, -(-total // 32),
+                [_ptr(a), _ptr(b), _ptr(out), ll(total), ll(h), ll(r), ll(c),
+                 ll(a._shape[-1]), *(ll(x) for x in a._stride), *(ll(x) for x in b._stride),
+                 _SUFFIX[out.dtype][1](alpha)])
+    return out
+
+
+def _t(x: Tensor) -> Tensor:
+    """The transpose of each matrix of a 4-d tensor (a view)."""
+    b, h, r, c = x._shape
+    s0, s1, s2, s3 = x._stride
+    return Tensor._make(x._storage, (b, h, c, r), (s0, s1, s3, s2), x._offset, x.dtype)
+
+
 def forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float,
             causal: bool) -> tuple[Tensor, Tensor]:
     """(softmax(scale * q @ k^T masked) @ v, the weights), both contiguous, for 4-d
     float32/float64 CUDA tensors of one batch shape (``supports``)."""
     from refimpl.cuda._blas import gemm
 
-    b, h, length, _ = q._shape
+    b, h, length, hd = q._shape
     source, dv = k._shape[-2], v._shape[-1]
+    small = _small(b, h, length, source, max(hd, dv))
     w, w3 = _empty4(b, h, length, source, q)
-    gemm(w3, _batched(q), _mT(_batched(k)), alpha=scale)
+    if small:
+        _bmm(w, q, _t(k), scale)
+    else:
+        gemm(w3, _batched(q), _mT(_batched(k)), alpha=scale)
     if causal:
         mask = None
     _softmax(w, mask, causal)
     out, out3 = _empty4(b, h, length, dv, q)
-    gemm(out3, w3, _batched(v))
+    if small:
+        _bmm(out, w, v)
+    else:
+        gemm(out3, w3, _batched(v))
     return out, w
 
 
@@ -233,12 +301,24 @@ def backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, w: Tensor, scale: fl
     output's gradient and the saved weights ``w``."""
     from refimpl.cuda._blas import gemm
 
-    b, h, length, _ = q._shape
+    b, h, length, hd = q._shape
     source = k._shape[-2]
-    g3 = _batched(grad)
     w = _dense(w)
-    w3 = _batched(w)
     gq = gk = gv = None
+    if _small(b, h, length, source, max(hd, v._shape[-1])):
+        # small products: one bmm_small launch each, operands read through their strides
+        if mask3[2]:
+            gv = _bmm(_empty4(b, h, source, v._shape[-1], q)[0], _t(w), grad)
+        if mask3[0] or mask3[1]:
+            gs = _bmm(_empty4(b, h, length, source, q)[0], grad, _t(v))
+            _softmax_backward(gs, w, scale)
+            if mask3[0]:
+                gq = _bmm(_empty4(b, h, length, hd, q)[0], gs, k)
+            if mask3[1]:
+                gk = _bmm(_empty4(b, h, source, k._shape[-1], q)[0], _t(gs), q)
+        return gq, gk, gv
+    g3 = _batched(grad)
+    w3 = _batched(w)
     if mask3[2]:
         gv, gv3 = _empty4(b, h, source, v._shape[-1], q)
         gemm(gv3, _mT(w3), g3)
