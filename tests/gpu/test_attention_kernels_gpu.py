@@ -96,9 +96,12 @@ _CASES = [  # (layout, n, heads, length, source, hd, mask)
 ]
 
 
+@pytest.mark.parametrize("path", ["gemm", "small"])
 @pytest.mark.parametrize("case", _CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-def test_attention_matches_cpu_kernel_and_torch(case, dtype, monkeypatch):
+def test_attention_matches_cpu_kernel_and_torch(case, dtype, path, monkeypatch):
+    # the size limit picks the products: cuBLAS GEMMs, or bmm_small through the strides
+    monkeypatch.setattr(K, "SMALL_MACS", 1 << 40 if path == "small" else 0)
     layout, n, heads, length, source, hd, kind = case
     half = dtype in ("float16", "bfloat16")
     if half and (kind.startswith("add") or kind == "dead" or length > 100
@@ -120,7 +123,10 @@ def test_attention_matches_cpu_kernel_and_torch(case, dtype, monkeypatch):
     monkeypatch.setattr(K, "_launch", lambda name, *a: launched.append(name) or real(name, *a))
     out, grads = _run(t, "cuda", rdt, bases, views, mask, kind == "causal", gout, scale)
     suffix = "f64" if dtype == "float64" else "f32"
-    assert launched == [f"sdpa_softmax_{suffix}", f"sdpa_softmax_bw_{suffix}"]
+    assert [x for x in launched if "softmax" in x] == [f"sdpa_softmax_{suffix}",
+                                                       f"sdpa_softmax_bw_{suffix}"]
+    # two products forward, four backward (all three gradients are asked for)
+    assert launched.count(f"sdpa_bmm_{suffix}") == (6 if path == "small" else 0), launched
     ref_dt = t.float64 if dtype == "float64" else t.float32
     want, want_grads = _run(t, "cpu", ref_dt, bases, views, mask, kind == "causal", gout,
                             scale)
