@@ -12,6 +12,12 @@ reads (zero where the window hangs over the padding). Two layouts are written:
   are consecutive, group ``g`` is the row block (Cg*K, N*L) and one GEMM batched over
   the groups covers them all. Grouped forwards and every backward use it.
 
+Small problems skip the columns: ``direct_fwd``, ``direct_gi`` and ``direct_gw`` compute
+the output, the input gradient and the weight gradient with a thread per result element,
+and ``small_mm`` does the linear layer's small products, bias included (below
+``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time is the
+larger cost).
+
 Element type ``T`` is float16 / bfloat16 (2-byte words, arithmetic in float32), float32
 or float64 (arithmetic in double). Sums run in a fixed order (the col2im gather visits
 kernel offsets in order; the channel sums reduce a block in a fixed tree): no atomics,

@@ -13,8 +13,11 @@ weight broadcast, writing (N, C_out, L); grouped: batched over the groups into
 backward transposes the output gradient to (C_out, N*L) once; the input gradient is one
 GEMM and one col2im gather (one thread per input element, no atomics), the weight
 gradient re-im2cols the input and folds the batch into one GEMM's reduction, the bias
-gradient is one channel-sum kernel. Double backward runs the backward's formulas in
-differentiable refimpl ops.
+gradient is one channel-sum kernel. Small problems (``_conv_kernels.direct_fits``) skip
+the columns and the GEMMs: one direct kernel for the output (bias included), one for the
+input gradient and one for the weight gradient, each a thread per result element summing
+in a fixed order. Double backward runs the backward's formulas in differentiable refimpl
+ops.
 """
 
 from __future__ import annotations
