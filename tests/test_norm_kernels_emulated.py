@@ -261,7 +261,7 @@ def test_batch_norm_launches_per_pass(emu, monkeypatch, shape, fwd, bwd):
     rng = np.random.default_rng(5)
     x, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
     w = rng.standard_normal(shape[1]).astype(np.float32)
-    y, mean, var = K.batch_norm(_b(x), _b(w), _b(w), None, None, True, 1e-5)
+    _, mean, var = K.batch_norm(_b(x), _b(w), _b(w), None, None, True, 1e-5)
     assert seen == fwd
     seen.clear()
     K.batch_norm_backward(_b(g), _b(x), _b(w), mean, var, True, 1e-5, [True, True, True])
