@@ -195,7 +195,11 @@ def _bw_cpu(grad, input, weight, stride, pads, dilation, groups, mask):
         cols = _cols_np(xa, kernel, stride, pads, dilation, groups, out_sizes)
         gw = np.matmul(g, cols.swapaxes(-1, -2)).sum(0).reshape(wa.shape)
     gi = empty
-    if mask[0]:
+    if mask[0] and all(st == 1 for st in stride) and all(
+            a <= (k - 1) * dd and b <= (k - 1) * dd for (a, b), k, dd in
+            zip(pads, kernel, dilation)):
+        gi = _grad_input_stride1(grad._np, wa, pads, dilation, groups, xa.shape)
+    elif mask[0]:
         dcols = np.matmul(wa.reshape(groups, og, -1).transpose(0, 2, 1), g)
         dcols = dcols.reshape(batch, c, *kernel, *out_sizes)
         shape = xa.shape[:2] + tuple(s + a + b for s, (a, b) in zip(xa.shape[2:], pads))
@@ -208,6 +212,25 @@ def _bw_cpu(grad, input, weight, stride, pads, dilation, groups, mask):
                                              zip(xa.shape[2:], pads)))]
         gi = np.ascontiguousarray(gi)
     return gi, gw, gb
+
+
+def _grad_input_stride1(ga: np.ndarray, wa: np.ndarray, pads, dilation, groups: int,
+                        x_shape) -> np.ndarray:
+    """The input gradient of a stride-1 convolution as one correlation: the output
+    gradient padded by ``(k - 1) * dilation - pad`` on each side, its windows (one im2col
+    copy) times the flipped, transposed weight, one matrix product per group."""
+    n = len(pads)
+    kernel = wa.shape[2:]
+    full = [((k - 1) * d - a, (k - 1) * d - b)
+            for (a, b), k, d in zip(pads, kernel, dilation)]
+    cout, cg = wa.shape[:2]
+    og = cout // groups
+    # w[co, c, k] -> wf[g, c, (o, k flipped)]: the weight seen from the input's side
+    flip = (slice(None),) * 3 + (slice(None, None, -1),) * n
+    wf = wa.reshape(groups, og, cg, *kernel)[flip]
+    wf = wf.swapaxes(1, 2).reshape(groups, cg, og * _prod(kernel))
+    cols = _cols_np(ga, kernel, [1] * n, full, dilation, groups, list(x_shape[2:]))
+    return np.matmul(wf, cols).reshape(x_shape)
 
 
 def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
