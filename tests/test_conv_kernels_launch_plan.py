@@ -322,3 +322,113 @@ def test_cuda_source_compiles_with_nvrtc(nvrtc_compile):
     for name in K._NAMES:
         for suffix in ("f16", "bf16", "f32", "f64"):
             assert f".entry {name}_{suffix}(" in ptx
+
+
+# -- the CUDA C itself, run on the CPU -------------------------------------------------------
+# The float32/float64 instances of the kernel source, compiled by the host C++ compiler
+# with one CUDA thread (one block, grid-stride loops walk every element), called through
+# ctypes with the launch's own arguments: the same device code the GPU runs, checked
+# against the CPU kernels without a GPU.
+
+_HOST_PRELUDE = r"""
+#include <algorithm>
+using std::min;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+struct dim3 { unsigned x, y, z; };
+static dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
+static dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+inline void __syncthreads() {}
+inline float ld(float v) { return v; }
+inline double ld(double v) { return v; }
+template<class T> struct Acc { typedef float type; };
+template<> struct Acc<double> { typedef double type; };
+template<class T> inline T st(typename Acc<T>::type v) { return (T)v; }
+"""
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    import ctypes
+    import shutil
+    import subprocess
+
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    src = K._SOURCE
+    body = src[src.index("// Geometry of a convolution"):]
+    body = body.replace("KERNELS(f16, h16)", "").replace("KERNELS(bf16, b16)", "")
+    d = tmp_path_factory.mktemp("conv_kernels")
+    (d / "k.cpp").write_text(_HOST_PRELUDE + body)
+    built = subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-o",
+                            str(d / "k.so"), str(d / "k.cpp")],
+                           check=False, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return ctypes.CDLL(str(d / "k.so"))
+
+
+@pytest.fixture()
+def host_launches(monkeypatch, host_kernels):
+    """Launches run the compiled float64 kernels on the CPU tensors' memory."""
+    import ctypes
+
+    seen: list[str] = []
+
+    def ptr(x):
+        if x is None:
+            return ctypes.c_uint64(0)
+        return ctypes.c_uint64(x._storage._data.ctypes.data + x._offset * x.dtype.itemsize)
+
+    def launch(name, tensor, total, args, per_block=False):
+        assert tensor.dtype is t.float64
+        seen.append(name)
+        getattr(host_kernels, f"{name}_f64")(*args)
+
+    def gemm(*a, **kw):
+        seen.append("gemm")
+        return _gemm(*a, **kw)
+
+    monkeypatch.setattr(K, "_ptr", ptr)
+    monkeypatch.setattr(K, "_launch", launch)
+    monkeypatch.setattr(_blas, "gemm", gemm)
+    return seen
+
+
+@pytest.mark.parametrize("path", ["gemm", "direct"])
+@pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
+                         CASES)
+def test_conv_cuda_source_matches_cpu_kernels(xs, ws, stride, pads, dil, groups, bias,
+                                              strided, path, host_launches, monkeypatch):
+    monkeypatch.setattr(K, "DIRECT_MACS", 1 << 40 if path == "direct" else 0)
+    monkeypatch.setattr(K, "DIRECT_GW_SUM", 1 << 40 if path == "direct" else 0)
+    xa = RNG.standard_normal(xs)
+    x = t.tensor(xa)
+    if strided:
+        x = t.tensor(np.ascontiguousarray(np.swapaxes(xa, 0, 1))).transpose(0, 1)
+    w = t.tensor(RNG.standard_normal(ws))
+    b = t.tensor(RNG.standard_normal(ws[0])) if bias else None
+    args = (stride, pads, dil, groups)
+    want = C._cpu(x, w, b, *args)
+    np.testing.assert_allclose(C._cuda(x, w, b, *args)._np, want, rtol=1e-12, atol=1e-12)
+    g = t.tensor(RNG.standard_normal(want.shape))
+    for mask in ([True, True, True], [True, False, False], [False, True, False]):
+        for m, a, ref in zip(mask, C._bw_cuda(g, x, w, *args, mask),
+                             C._bw_cpu(g, x, w, *args, mask)):
+            if m:
+                np.testing.assert_allclose(a._np, ref, rtol=1e-12, atol=1e-12)
+    if xs[0]:  # (an empty batch fits the direct kernels under any limit)
+        assert any(n.startswith("direct") for n in host_launches) == (path == "direct")
+
+
+@pytest.mark.parametrize("small", [False, True])
+def test_linear_cuda_source_matches_cpu_kernels(small, host_launches, monkeypatch):
+    monkeypatch.setattr(K, "SMALL_MM_MACS", 1 << 40 if small else 0)
+    x = t.tensor(RNG.standard_normal((7, 5))).t()
+    w, b = t.tensor(RNG.standard_normal((4, 7))), t.tensor(RNG.standard_normal(4))
+    np.testing.assert_allclose(LK._cuda(x, w, b)._np, LK._cpu(x, w, b), rtol=1e-12)
+    g = t.tensor(RNG.standard_normal((5, 4)))
+    for got, want in zip(LK._bw_cuda(g, x, w, [True] * 3), LK._bw_cpu(g, x, w, [True] * 3)):
+        np.testing.assert_allclose(got._np, want, rtol=1e-12)
+    assert ("small_mm" in host_launches) == small
