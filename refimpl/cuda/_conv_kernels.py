@@ -66,6 +66,17 @@ struct Geo {
 #define GRID_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
     i < (n); i += (long long)gridDim.x * blockDim.x)
 
+// The output index along dim d whose window reads input index i at kernel offset k:
+// 1 with it in o; 0 when no output does; -1 when no later offset can (the walk stops).
+__device__ __forceinline__ int tap_out(const Geo& g, int d, long long i, long long k,
+                                       long long& o) {
+  const long long t = i + g.pad[d] - k * g.dil[d];
+  if (t < 0) return -1;
+  if (t % g.stride[d]) return 0;
+  o = t / g.stride[d];
+  return o < g.out[d] ? 1 : 0;
+}
+
 template<class T>
 __device__ void im2col_body(const T* __restrict__ x, T* __restrict__ cols, Geo g,
                             int layout_b) {
@@ -111,23 +122,20 @@ __device__ void col2im_body(const T* __restrict__ cols, T* __restrict__ out, Geo
     const long long b = r / g.c;
     A acc = 0;
     for (long long kd = 0; kd < g.k[0]; ++kd) {
-      const long long td = id + g.pad[0] - kd * g.dil[0];
-      if (td < 0) break;
-      if (td % g.stride[0]) continue;
-      const long long od = td / g.stride[0];
-      if (od >= g.out[0]) continue;
+      long long od;
+      const int h0 = tap_out(g, 0, id, kd, od);
+      if (h0 < 0) break;
+      if (!h0) continue;
       for (long long kh = 0; kh < g.k[1]; ++kh) {
-        const long long th = ih + g.pad[1] - kh * g.dil[1];
-        if (th < 0) break;
-        if (th % g.stride[1]) continue;
-        const long long oh = th / g.stride[1];
-        if (oh >= g.out[1]) continue;
+        long long oh;
+        const int h1 = tap_out(g, 1, ih, kh, oh);
+        if (h1 < 0) break;
+        if (!h1) continue;
         for (long long kw = 0; kw < g.k[2]; ++kw) {
-          const long long tw = iw + g.pad[2] - kw * g.dil[2];
-          if (tw < 0) break;
-          if (tw % g.stride[2]) continue;
-          const long long ow = tw / g.stride[2];
-          if (ow >= g.out[2]) continue;
+          long long ow;
+          const int h2 = tap_out(g, 2, iw, kw, ow);
+          if (h2 < 0) break;
+          if (!h2) continue;
           const long long k = (kd * g.k[1] + kh) * g.k[2] + kw;
           const long long l = (od * g.out[1] + oh) * g.out[2] + ow;
           const long long row = ch * K + k;
@@ -255,23 +263,20 @@ __device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__
       const T* gr = grad + (b * cout + co) * L;
       const T* wr = w + (co * cg + ci) * K;
       for (long long kd = 0; kd < g.k[0]; ++kd) {
-        const long long td = id + g.pad[0] - kd * g.dil[0];
-        if (td < 0) break;
-        if (td % g.stride[0]) continue;
-        const long long od = td / g.stride[0];
-        if (od >= g.out[0]) continue;
+        long long od;
+        const int h0 = tap_out(g, 0, id, kd, od);
+        if (h0 < 0) break;
+        if (!h0) continue;
         for (long long kh = 0; kh < g.k[1]; ++kh) {
-          const long long th = ih + g.pad[1] - kh * g.dil[1];
-          if (th < 0) break;
-          if (th % g.stride[1]) continue;
-          const long long oh = th / g.stride[1];
-          if (oh >= g.out[1]) continue;
+          long long oh;
+          const int h1 = tap_out(g, 1, ih, kh, oh);
+          if (h1 < 0) break;
+          if (!h1) continue;
           for (long long kw = 0; kw < g.k[2]; ++kw) {
-            const long long tw = iw + g.pad[2] - kw * g.dil[2];
-            if (tw < 0) break;
-            if (tw % g.stride[2]) continue;
-            const long long ow = tw / g.stride[2];
-            if (ow >= g.out[2]) continue;
+            long long ow;
+            const int h2 = tap_out(g, 2, iw, kw, ow);
+            if (h2 < 0) break;
+            if (!h2) continue;
             acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
                  * ld(wr[(kd * g.k[1] + kh) * g.k[2] + kw]);
           }
