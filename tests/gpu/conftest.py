@@ -1,4 +1,5 @@
-"""What the GPU tests share: capturing a CUDA graph the way torch's tests do."""
+"""What the GPU tests share: capturing a CUDA graph the way torch's tests do, and
+torch's CUDA results at full float32 precision."""
 
 from __future__ import annotations
 
@@ -25,3 +26,15 @@ def _capture(fn):
 def capture_graph():
     """``capture_graph(fn) -> (graph, fn())``: ``fn`` captured into a CUDA graph."""
     return _capture
+
+
+@pytest.fixture
+def torch_without_tf32():
+    """torch's CUDA convolutions and matrix products at full float32 precision (TF32
+    off, as refimpl computes them) for the test, then its settings as they were."""
+    torch = pytest.importorskip("torch")
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved

@@ -24,21 +24,13 @@ from refimpl.cuda import _conv_kernels as K
 from refimpl.ops import nn_conv_kernel
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(
-    not (t.cuda.is_available() and torch.cuda.is_available()), reason="needs a CUDA device")
+pytestmark = [pytest.mark.skipif(
+    not (t.cuda.is_available() and torch.cuda.is_available()), reason="needs a CUDA device"),
+    pytest.mark.usefixtures("torch_without_tf32")]
 
 # (max |got - want|) / (1 + max |want|) allowed, per dtype; gradients get 4x
 TOL = {"float32": 2e-5, "float64": 1e-11, "float16": 4e-3, "bfloat16": 3e-2}
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
-
-
-@pytest.fixture(autouse=True)
-def _full_precision():
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 @pytest.fixture(params=["gemm", "direct"])

@@ -11,20 +11,12 @@ import refimpl as t
 import refimpl.nn.functional as RF
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(
-    not (t.cuda.is_available() and torch.cuda.is_available()), reason="needs a CUDA device")
+pytestmark = [pytest.mark.skipif(
+    not (t.cuda.is_available() and torch.cuda.is_available()), reason="needs a CUDA device"),
+    pytest.mark.usefixtures("torch_without_tf32")]
 
 TOL = {"float32": (2e-5, 2e-5), "float64": (1e-10, 1e-10), "float16": (2e-3, 2e-3),
        "bfloat16": (2e-2, 2e-2)}
-
-
-@pytest.fixture(autouse=True)
-def _full_precision():
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def _np(x):
