@@ -139,12 +139,7 @@ def lazy_zeros(nbytes: int, dev) -> UntypedStorage:
     allocation._allocator = alloc
     allocation.nbytes = nbytes
     allocation.device_index = index
-    storage = _new(UntypedStorage)
-    storage.device = dev
-    storage._nbytes = nbytes
-    storage._resizable = False
-    storage._data = allocation
-    return storage
+    return _fixed_storage(allocation, dev)
 
 
 def allocate(nbytes: int, device) -> DeviceAllocation:
@@ -192,8 +187,14 @@ def storage_from_pointer(data_ptr: int, dev, nbytes: int) -> UntypedStorage:
     allocation.ptr = int(data_ptr)
     allocation.nbytes = int(nbytes)
     allocation.device_index = dev.index if dev.index is not None else _device.current_device()
+    return _fixed_storage(allocation, cuda_device(allocation.device_index))
+
+
+def _fixed_storage(allocation: DeviceAllocation, dev) -> UntypedStorage:
+    """A storage that cannot be resized over ``allocation`` (``new_storage`` writes the
+    same steps out for its resizable storages: it runs for every tensor made)."""
     storage = _new(UntypedStorage)
-    storage.device = cuda_device(allocation.device_index)
+    storage.device = dev
     storage._nbytes = allocation.nbytes
     storage._resizable = False
     storage._data = allocation

@@ -65,6 +65,17 @@ def close(a, ref, dtype, what):
                                err_msg=what)
 
 
+def _close_gradients(got, cpu, ref, mask, dtype) -> None:
+    """The (input, weight, bias) gradients against the CPU kernel's and torch's; one not
+    asked for is an empty tensor."""
+    for i, what in enumerate(("input", "weight", "bias")):
+        if not mask[i]:
+            assert tuple(got[i].shape) == (0,)
+            continue
+        close(got[i], cpu[i], dtype, f"{what} gradient against the CPU kernel")
+        close(got[i], ref[i], dtype, f"{what} gradient against torch")
+
+
 def _bn_args(shape, affine, seed=0):
     c = shape[1]
     x = rn(*shape, seed=seed)
@@ -123,12 +134,7 @@ def test_batch_norm_backward(dtype, shape, training, mask):
         out = torch.nn.functional.batch_norm(leaves[0], theirs(mean, dtype),
                                              theirs(var, dtype), *leaves[1:], eps=eps)
         ref = torch.autograd.grad(out, leaves, theirs(g, dtype))
-    for i, what in enumerate(("input", "weight", "bias")):
-        if not mask[i]:
-            assert tuple(got[i].shape) == (0,)
-            continue
-        close(got[i], cpu[i], dtype, f"{what} gradient against the CPU kernel")
-        close(got[i], ref[i], dtype, f"{what} gradient against torch")
+    _close_gradients(got, cpu, ref, mask, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -194,12 +200,7 @@ def test_layer_norm_backward(dtype, shape, n, mask, affine):
     bias = None if w is None else theirs(np.zeros(norm), dtype)
     ref = torch.ops.aten.native_layer_norm_backward(
         theirs(g, dtype), X, list(norm), tm, tr, theirs(w, dtype), bias, list(mask))
-    for i, what in enumerate(("input", "weight", "bias")):
-        if not mask[i]:
-            assert tuple(got[i].shape) == (0,)
-            continue
-        close(got[i], cpu[i], dtype, f"{what} gradient against the CPU kernel")
-        close(got[i], ref[i], dtype, f"{what} gradient against torch")
+    _close_gradients(got, cpu, ref, mask, dtype)
 
 
 def test_layer_norm_strided_input_autograd():
