@@ -279,16 +279,27 @@ def composite(name: str):
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            from refimpl import _dispatch  # (it imports this module)
-
-            profiler = _dispatch.PROFILE_LAYER
+            profiler = (_DISPATCH or _bind_dispatch()).PROFILE_LAYER
             if profiler is not None:
                 return profiler.composite(name, call, args, kwargs)
-            return call(*args, **kwargs)
+            if AUTOCAST.active:  # call(), written out: this runs on every composite call
+                return apply_policy(name, fn, args, kwargs, whole=True)
+            return fn(*args, **kwargs)
 
         return run
 
     return wrap
+
+
+_DISPATCH = None  # refimpl._dispatch, bound on first use (it imports this module)
+
+
+def _bind_dispatch():
+    global _DISPATCH
+    from refimpl import _dispatch
+
+    _DISPATCH = _dispatch
+    return _dispatch
 
 
 def snapshot() -> tuple:

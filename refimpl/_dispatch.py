@@ -50,16 +50,21 @@ def tensors_in(args, kwargs=None) -> list:
     """The tensors among ``args`` (and ``kwargs``), lists and tuples flattened once."""
     found = []
     for a in args:
-        if isinstance(a, Tensor):
+        ta = type(a)
+        if ta is int or ta is float or a is None:
+            continue
+        if ta in PLAIN or isinstance(a, Tensor):
             found.append(a)
-        elif isinstance(a, (list, tuple)):
-            found.extend(x for x in a if isinstance(x, Tensor))
+        elif ta is list or ta is tuple:
+            for x in a:  # (sizes, strides and dims are ints: no isinstance call for them)
+                if type(x) is not int and isinstance(x, Tensor):
+                    found.append(x)
     if kwargs:
         for a in kwargs.values():
             if isinstance(a, Tensor):
                 found.append(a)
             elif isinstance(a, (list, tuple)):
-                found.extend(x for x in a if isinstance(x, Tensor))
+                found.extend([x for x in a if isinstance(x, Tensor)])
     return found
 
 
@@ -276,6 +281,11 @@ def _wrap(result):
     """Turn a CPU kernel's numpy results into tensors (tensors pass through)."""
     if type(result) is np.ndarray:
         return Tensor._from_array(result)
+    if type(result) is tuple:  # several arrays (a kernel's outputs): wrapped in one pass
+        out = []
+        for r in result:
+            out.append(Tensor._from_array(r) if type(r) is np.ndarray else _wrap(r))
+        return tuple(out)
     if isinstance(result, tuple):
         if hasattr(result, "_fields"):  # a named tuple (values, indices) keeps its type
             return type(result)(*(_wrap(r) for r in result))

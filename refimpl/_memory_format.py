@@ -242,11 +242,24 @@ def pointwise_layout(shape, args: tuple, kwargs: dict) -> tuple | None:
             break
     else:
         return None
-    if shape is None:
-        from refimpl.ops._helpers import broadcast_shapes
+    key = (None if shape is None else tuple(shape), *[(t._shape, t._stride) for t in tensors])
+    strides = _POINTWISE_STRIDES.get(key, _MISSING)
+    if strides is _MISSING:  # a function of the shapes and strides only: kept per layout
+        if shape is None:
+            from refimpl.ops._helpers import broadcast_shapes
 
-        shape = broadcast_shapes(*(t._shape for t in tensors))
-    return pointwise_strides(tuple(shape), tensors)
+            shape = broadcast_shapes(*(t._shape for t in tensors))
+        strides = pointwise_strides(tuple(shape), tensors)
+        if len(_POINTWISE_STRIDES) >= 1024:
+            _POINTWISE_STRIDES.clear()
+        _POINTWISE_STRIDES[key] = strides
+    return strides
+
+
+# (output shape or None, (shape, strides) of each tensor operand) -> pointwise_layout's
+# answer for operands not all row-major (a training step repeats the same few layouts)
+_POINTWISE_STRIDES: dict = {}
+_MISSING = object()
 
 
 def preserve_layout(shape, args: tuple, kwargs: dict) -> tuple | None:

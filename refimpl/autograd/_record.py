@@ -517,8 +517,11 @@ def record(op, args, kwargs):
         in_meta = ((out._shape, out.dtype, out._storage.device),)
     else:
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        in_meta = tuple((o._shape, o.dtype, o.device) if isinstance(o, Tensor)
-                        else ((), None, None) for o in outs)
+        metas = []
+        for o in outs:
+            metas.append((o._shape, o.dtype, o.device) if isinstance(o, Tensor)
+                         else ((), None, None))
+        in_meta = tuple(metas)
     diff = op.diff_outputs
     node = _new_node(op, edges, in_meta, info[3])
     node._layout = layout
@@ -539,14 +542,16 @@ def record(op, args, kwargs):
             if _flags.view_replay_enabled:
                 _set_replay(o, op, args, kwargs, i if multi else None)
     if info[6]:
-        node._outs = tuple(SavedVariable(o, is_output=True, output_nr=i)
-                           if isinstance(o, Tensor) and o._gfn is node else o
-                           for i, o in enumerate(outs))
+        saved = []
+        for i, o in enumerate(outs):
+            saved.append(SavedVariable(o, is_output=True, output_nr=i)
+                         if isinstance(o, Tensor) and o._gfn is node else o)
+        node._outs = tuple(saved)
         node._strong |= 2
     elif len(outs) == 1 and isinstance(out, Tensor):
         node._outs = (_WeakArg(out),)
     else:
-        node._outs = tuple(_WeakArg(o) if isinstance(o, Tensor) else o for o in outs)
+        node._outs = tuple([_WeakArg(o) if isinstance(o, Tensor) else o for o in outs])
     return out
 
 

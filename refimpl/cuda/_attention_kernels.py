@@ -28,6 +28,8 @@ import ctypes
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, streams
+from refimpl.cuda._pointwise import load_functions
 
 _ROWS_PER_BLOCK = 4  # one warp per row
 _MAX_GRID = 1 << 16
@@ -162,9 +164,6 @@ def _ptr(t: Tensor) -> ctypes.c_uint64:
 
 
 def _launch(name: str, t: Tensor, rows: int, args: list) -> None:
-    from refimpl.cuda import _driver, streams
-    from refimpl.cuda._pointwise import load_functions
-
     index = t._storage.device.index
     key = (name, index)
     fn = _functions.get(key)

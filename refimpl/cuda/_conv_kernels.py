@@ -31,6 +31,8 @@ import ctypes
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, streams
+from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
@@ -397,9 +399,6 @@ def _ptr(t: Tensor | None) -> ctypes.c_uint64:
 def _launch(name: str, t: Tensor, total: int, args: list, per_block: bool = False) -> None:
     """Launch kernel ``name`` for ``t``'s dtype on its device's current stream: a grid
     over ``total`` elements (or ``total`` blocks with ``per_block``)."""
-    from refimpl.cuda import _driver, streams
-    from refimpl.cuda._pointwise import load_functions
-
     index = t._storage._data.device_index
     key = (name, t.dtype, index)
     fn = _functions.get(key)

@@ -41,6 +41,8 @@ import math
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, streams
+from refimpl.cuda._pointwise import load_functions
 
 _SOURCE = r"""
 template<class A> struct Welford { A n, m, m2; };
@@ -417,9 +419,6 @@ def _plain(t: Tensor | None) -> Tensor | None:
 
 
 def _launch(name: str, like: Tensor, grid: tuple, block: tuple, args: list) -> None:
-    from refimpl.cuda import _driver, streams
-    from refimpl.cuda._pointwise import load_functions
-
     index = like._storage.device.index
     key = (name, like.dtype, index)
     fn = _functions.get(key)

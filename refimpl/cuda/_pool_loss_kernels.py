@@ -27,7 +27,9 @@ import ctypes
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, streams
 from refimpl.cuda._kernels import _PRELUDE
+from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _NLL_BLOCK = 512
@@ -205,9 +207,6 @@ def _launch(name: str, like: Tensor, items: int, args: list, block: int = _BLOCK
             grid: int | None = None) -> None:
     """Launch kernel ``name`` on ``like``'s device and current stream, ``items`` threads'
     worth of work (a grid-stride loop covers the rest) unless ``grid`` is given."""
-    from refimpl.cuda import _driver, streams
-    from refimpl.cuda._pointwise import load_functions
-
     index = like._storage.device.index
     fn = _functions.get((name, index))
     if fn is None:

@@ -104,6 +104,63 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padd
                 dilation, groups: int, name: str) -> Tensor:
     """An N-d convolution (N from ``name``; the weight's dims must agree) of a batched or
     unbatched input."""
+    key = _geometry_key(input, weight, bias, stride, padding, dilation, groups, name)
+    geometry = _CHECKED.get(key) if key is not None else None
+    if geometry is not None:  # these arguments' metadata passed every check before
+        n, batched, stride, pads, dilation = geometry
+        stride, pads, dilation = list(stride), list(pads), list(dilation)
+        x = input if batched else input.unsqueeze(0)
+    else:
+        n, batched, x, stride, pads, dilation = _checked_geometry(
+            input, weight, bias, stride, padding, dilation, groups, name)
+        if key is not None:
+            if len(_CHECKED) >= 256:
+                _CHECKED.clear()
+            _CHECKED[key] = (n, batched, tuple(stride), tuple(pads), tuple(dilation))
+    if use_fused(x, weight, bias):
+        out = conv_im2col(x, weight, bias, stride, pads, dilation, groups)
+        return out if batched else out.squeeze(0)
+    if x.is_cuda and x.dtype in (D.float16, D.bfloat16) and groups > 1 and \
+            weight._shape[1] == 1:
+        # torch's depthwise kernel accumulates in float32, bias included, and rounds once
+        out = _im2col_matmul(x.float(), weight.float(), stride, pads, dilation, groups, n)
+        if bias is not None:
+            out = out + bias.float().reshape(-1, *([1] * n))
+        out = out.to(x.dtype)
+        return out if batched else out.squeeze(0)
+    out = _im2col_matmul(x, weight, stride, pads, dilation, groups, n)
+    if bias is not None:
+        out = out + bias.reshape(-1, *([1] * n))
+    return out if batched else out.squeeze(0)
+
+
+# (metadata of the arguments) -> (n, batched, stride, pads, dilation) of a convolution
+# whose checks passed: the checks read shapes, dtypes and the geometry arguments only,
+# so a repeated call (every training step) skips them. String paddings are not kept
+# ('same' may warn on each call).
+_CHECKED: dict = {}
+
+
+def _geometry_key(input, weight, bias, stride, padding, dilation, groups, name):
+    """The memo key of a call's checked metadata, or None when it has none (a string or
+    unhashable argument)."""
+    if type(padding) is str or type(input) is not Tensor or type(weight) is not Tensor:
+        return None
+    key = (name, input._shape, input.dtype, weight._shape, weight.dtype,
+           None if bias is None else (bias._shape, bias.dtype),
+           tuple(stride) if type(stride) is list else stride,
+           tuple(padding) if type(padding) is list else padding,
+           tuple(dilation) if type(dilation) is list else dilation, groups)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _checked_geometry(input, weight, bias, stride, padding, dilation, groups, name):
+    """torch's argument checks of a convolution, in its order; (n, batched, the batched
+    input, stride, pads, dilation)."""
     nominal = int(name[-2])
     if weight.dim() < 3:
         raise RuntimeError("weight should have at least three dimensions")
@@ -126,21 +183,7 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padd
     else:
         pads = [(p, p) for p in _expand("padding", padding, n)]
     _check(x, weight, bias, stride, pads, dilation, groups, n)
-    if use_fused(x, weight, bias):
-        out = conv_im2col(x, weight, bias, stride, pads, dilation, groups)
-        return out if batched else out.squeeze(0)
-    if x.is_cuda and x.dtype in (D.float16, D.bfloat16) and groups > 1 and \
-            weight.shape[1] == 1:
-        # torch's depthwise kernel accumulates in float32, bias included, and rounds once
-        out = _im2col_matmul(x.float(), weight.float(), stride, pads, dilation, groups, n)
-        if bias is not None:
-            out = out + bias.float().reshape(-1, *([1] * n))
-        out = out.to(x.dtype)
-        return out if batched else out.squeeze(0)
-    out = _im2col_matmul(x, weight, stride, pads, dilation, groups, n)
-    if bias is not None:
-        out = out + bias.reshape(-1, *([1] * n))
-    return out if batched else out.squeeze(0)
+    return n, batched, x, stride, pads, dilation
 
 
 def _im2col_matmul(x, weight, stride, pads, dilation, groups, n) -> Tensor:

@@ -26,6 +26,7 @@ import itertools
 
 import numpy as np
 
+from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
@@ -39,13 +40,14 @@ def _prod(xs) -> int:
 
 
 def _out_sizes(x, weight, stride, pads, dilation) -> list:
-    n = len(stride)
-    return [(x.shape[2 + i] + pads[i][0] + pads[i][1] - dilation[i] * (weight.shape[2 + i] - 1)
-             - 1) // stride[i] + 1 for i in range(n)]
+    xs, ws = x._shape, weight._shape
+    return [(xs[2 + i] + pads[i][0] + pads[i][1] - dilation[i] * (ws[2 + i] - 1) - 1)
+            // stride[i] + 1 for i in range(len(stride))]
 
 
 def _meta(input, weight, bias, stride, pads, dilation, groups):
-    shape = (input.shape[0], weight.shape[0], *_out_sizes(input, weight, stride, pads, dilation))
+    shape = (input._shape[0], weight._shape[0],
+             *_out_sizes(input, weight, stride, pads, dilation))
     return TensorSpec(shape, input.dtype, input.device)
 
 
@@ -85,17 +87,27 @@ def _cpu(input, weight, bias, stride, pads, dilation, groups):
     return out
 
 
-def _cuda(input, weight, bias, stride, pads, dilation, groups):
-    from refimpl.cuda import _conv_kernels as K
+_K = None  # refimpl.cuda._conv_kernels, bound on first CUDA use
 
-    batch, cout = input.shape[0], weight.shape[0]
-    kernel = list(weight.shape[2:])
+
+def _cuda_kernels():
+    global _K
+    from refimpl.cuda import _conv_kernels
+
+    _K = _conv_kernels
+    return _K
+
+
+def _cuda(input, weight, bias, stride, pads, dilation, groups):
+    K = _K or _cuda_kernels()
+    batch, cout = input._shape[0], weight._shape[0]
+    kernel = list(weight._shape[2:])
     out_sizes = _out_sizes(input, weight, stride, pads, dilation)
-    out = Tensor._empty((batch, cout, *out_sizes), input.dtype, input.device)
+    out = Tensor._empty((batch, cout, *out_sizes), input.dtype, input._storage.device)
     if out.numel() == 0:
         return out
     w = K.dense(weight)
-    length, ck = _prod(out_sizes), input.shape[1] * _prod(kernel)
+    length, ck = _prod(out_sizes), input._shape[1] * _prod(kernel)
     if K.direct_fits(out.numel(), ck // groups):  # small: one direct kernel
         return K.direct_forward(input, w, bias if bias is None else K.dense(bias), out,
                                 out_sizes, stride, pads, dilation, groups)
@@ -234,16 +246,15 @@ def _grad_input_stride1(ga: np.ndarray, wa: np.ndarray, pads, dilation, groups: 
 
 
 def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
-    from refimpl.cuda import _conv_kernels as K
-
-    batch, c = input.shape[:2]
-    cout = weight.shape[0]
-    kernel = list(weight.shape[2:])
-    out_sizes = list(grad.shape[2:])
+    K = _K or _cuda_kernels()
+    batch, c = input._shape[:2]
+    cout = weight._shape[0]
+    kernel = list(weight._shape[2:])
+    out_sizes = list(grad._shape[2:])
     length = _prod(out_sizes)
     og, cgk, nl = cout // groups, (c // groups) * _prod(kernel), batch * length
     grad = K.dense(grad)
-    dev, dt = input.device, input.dtype
+    dev, dt = input._storage.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
     if mask[2]:
         gb = K.channel_sum(grad, batch, cout, length)
@@ -251,24 +262,24 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     direct_gi = mask[0] and K.direct_fits(input.numel(), og * _prod(kernel))
     direct_gw = mask[1] and nl <= K.DIRECT_GW_SUM and K.direct_fits(weight.numel(), nl)
     if direct_gi:
-        gi = K.direct_grad_input(grad, K.dense(weight), input.shape, out_sizes, stride, pads,
+        gi = K.direct_grad_input(grad, K.dense(weight), input._shape, out_sizes, stride, pads,
                                  dilation, groups)
     if direct_gw:
-        gw = K.direct_grad_weight(grad, input, weight.shape, out_sizes, stride, pads,
+        gw = K.direct_grad_weight(grad, input, weight._shape, out_sizes, stride, pads,
                                   dilation, groups)
     mask = (mask[0] and not direct_gi, mask[1] and not direct_gw, False)
     if mask[0] or mask[1]:
         gt = K.swap01(grad, batch, cout, length, (groups, og, nl))  # (C_out, N*L)
     if mask[1]:  # the batch folded into the reduction: one GEMM over the groups
         cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
-        gw = Tensor._empty(tuple(weight.shape), dt, dev)
+        gw = Tensor._empty(weight._shape, dt, dev)
         K.gemm(K.view(gw, (groups, og, cgk), (og * cgk, cgk, 1)), gt,
                K.view(cols, (groups, nl, cgk), (cgk * nl, 1, nl)))
     if mask[0]:
         w = K.dense(weight)
         dcols = Tensor._empty((groups, cgk, nl), dt, dev)
         K.gemm(dcols, K.view(w, (groups, cgk, og), (og * cgk, 1, cgk)), gt)
-        gi = K.col2im(dcols, tuple(input.shape), kernel, out_sizes, stride, pads, dilation,
+        gi = K.col2im(dcols, input._shape, kernel, out_sizes, stride, pads, dilation,
                       layout_b=True)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 
@@ -282,14 +293,13 @@ def use_fused(x: Tensor, weight: Tensor, bias) -> bool:
     float16/bfloat16 on CUDA except a depthwise convolution (one input channel per group,
     whose float32 accumulation ``convolution`` writes out); the weight and bias on the
     input's device. Other dtypes keep the composed path."""
-    from refimpl import _dtype as D
-
-    dt, kind = x.dtype, x.device.type
+    dev = x.device  # (a fake tensor's device is not its storage's)
+    dt, kind = x.dtype, dev.type
     if dt is D.float16 or dt is D.bfloat16:
-        ok = kind == "cuda" and not (weight.shape[1] == 1 and x.shape[1] > 1)
+        ok = kind == "cuda" and not (weight._shape[1] == 1 and x._shape[1] > 1)
     else:
-        ok = (dt is D.float32 or dt is D.float64) and kind in ("cpu", "cuda")
-    return ok and weight.device == x.device and (bias is None or bias.device == x.device)
+        ok = (dt is D.float32 or dt is D.float64) and (kind == "cpu" or kind == "cuda")
+    return ok and weight.device == dev and (bias is None or bias.device == dev)
 
 
 __all__: list[str] = []

@@ -59,9 +59,19 @@ def _ops(input, weight, bias, n, eps):
     return out, mean, rstd
 
 
-def _cuda(input, weight, bias, n, eps):
-    from refimpl.cuda import _norm_kernels as K
+_K = None  # refimpl.cuda._norm_kernels, bound on first CUDA use
 
+
+def _cuda_kernels():
+    global _K
+    from refimpl.cuda import _norm_kernels
+
+    _K = _norm_kernels
+    return _K
+
+
+def _cuda(input, weight, bias, n, eps):
+    K = _K or _cuda_kernels()
     if input.numel() and K.takes(input, weight, bias):
         return K.layer_norm(input, weight, bias, n, eps)
     from refimpl.autograd.grad_mode import no_grad
@@ -144,8 +154,7 @@ def _bw_cpu(grad, input, weight, mean, rstd, n, mask):
 
 
 def _bw_cuda(grad, input, weight, mean, rstd, n, mask):
-    from refimpl.cuda import _norm_kernels as K
-
+    K = _K or _cuda_kernels()
     if input.numel() and K.takes(input, grad, weight, mean, rstd):
         return K.layer_norm_backward(grad, input, weight, mean, rstd, n, mask)
     from refimpl.autograd.grad_mode import no_grad
@@ -181,10 +190,12 @@ layer_norm_backward = defop("_layer_norm_fused_backward", meta=_bw_meta, cpu=_bw
 def use_fused(input: Tensor, weight, bias) -> bool:
     """Whether ``layer_norm`` takes the fused op (float32/float64 input, parameters of the
     same dtype, on the CPU or CUDA)."""
-    dt = input.dtype
-    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
-            and input.numel() > 0 and all(t is None or t.dtype is dt and t.device == input.device
-                                          for t in (weight, bias)))
+    dt, dev = input.dtype, input.device  # (a fake tensor's device is not its storage's)
+    kind = dev.type
+    return ((dt is D.float32 or dt is D.float64) and (kind == "cpu" or kind == "cuda")
+            and input.numel() > 0
+            and (weight is None or weight.dtype is dt and weight.device == dev)
+            and (bias is None or bias.dtype is dt and bias.device == dev))
 
 
 __all__: list[str] = []

@@ -28,7 +28,7 @@ from refimpl.ops.nn_linear_kernel import use_fused
 @composite("linear")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (spec NNF-060)."""
-    if weight.dim() == 2 and input.dim() >= 1 and input.shape[-1] != weight.shape[1]:
+    if len(weight._shape) == 2 and input._shape and input._shape[-1] != weight._shape[1]:
         rows = input.numel() // max(input.shape[-1], 1) if input.dim() > 1 else 1
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x"
                            f"{input.shape[-1]} and {weight.shape[1]}x{weight.shape[0]})")

@@ -36,12 +36,23 @@ def _cpu(input, weight, bias):
     return out
 
 
-def _cuda(input, weight, bias):
-    from refimpl.cuda import _conv_kernels as K
+_K = None  # refimpl.cuda._conv_kernels, bound on first CUDA use
 
-    out = Tensor._empty((input.shape[0], weight.shape[0]), input.dtype, input.device)
-    wt = K.view(weight, (weight.shape[1], weight.shape[0]), weight._stride[::-1])
-    if K.small_mm_fits(out._shape[0], out._shape[1], input.shape[1]):
+
+def _cuda_kernels():
+    global _K
+    from refimpl.cuda import _conv_kernels
+
+    _K = _conv_kernels
+    return _K
+
+
+def _cuda(input, weight, bias):
+    K = _K or _cuda_kernels()
+    ws = weight._shape
+    out = Tensor._empty((input._shape[0], ws[0]), input.dtype, input._storage.device)
+    wt = K.view(weight, (ws[1], ws[0]), weight._stride[::-1])
+    if K.small_mm_fits(out._shape[0], out._shape[1], input._shape[1]):
         return K.small_mm(out, input, wt, bias)  # small: one kernel, the bias included
     K.add_bias(out, None, bias, 1)  # the bias broadcast over the rows, then C += A @ B
     return K.gemm(out, input, wt, beta=1)
@@ -99,20 +110,19 @@ def _bw_cpu(grad, input, weight, mask):
 
 
 def _bw_cuda(grad, input, weight, mask):
-    from refimpl.cuda import _conv_kernels as K
-
-    dev, dt = input.device, input.dtype
+    K = _K or _cuda_kernels()
+    dev, dt = input._storage.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
     m, n = grad._shape
     if mask[0]:
-        gi = Tensor._empty(tuple(input.shape), dt, dev)
+        gi = Tensor._empty(input._shape, dt, dev)
         (K.small_mm if K.small_mm_fits(m, gi._shape[1], n) else K.gemm)(gi, grad, weight)
     if mask[1]:
         gt = K.view(grad, (n, m), grad._stride[::-1])
-        gw = Tensor._empty(tuple(weight.shape), dt, dev)
+        gw = Tensor._empty(weight._shape, dt, dev)
         (K.small_mm if K.small_mm_fits(n, gw._shape[1], m) else K.gemm)(gw, gt, input)
     if mask[2]:
-        gb = K.channel_sum(K.dense(grad), grad.shape[0], grad.shape[1], 1)
+        gb = K.channel_sum(K.dense(grad), m, n, 1)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 
 
@@ -128,16 +138,16 @@ def use_fused(input: Tensor, weight: Tensor, bias) -> bool:
     CPU or CUDA (float16/bfloat16 too on CUDA), a 2-d weight, a 1-d bias of its rows (without a bias torch's op is ``mm``
     and the composed path keeps its node), and a 2-d input or a contiguous one of more
     dims, with data."""
-    dt = input.dtype
-    cuda = input.device.type == "cuda"
+    dt, dev = input.dtype, input.device  # (a fake tensor's device is not its storage's)
+    cuda = dev.type == "cuda"
+    nd, ws = len(input._shape), weight._shape
     return ((dt is D.float32 or dt is D.float64 or cuda and dt in _HALF)
-            and (cuda or input.device.type == "cpu")
-            and weight.dim() == 2 and weight.dtype is dt and weight.device == input.device
-            and (bias is None or bias.device == input.device)
-            and (input.dim() == 2 or input.dim() > 2 and input.is_contiguous())
+            and (cuda or dev.type == "cpu")
+            and len(ws) == 2 and weight.dtype is dt and weight.device == dev
+            and bias is not None and bias.device == dev
+            and (nd == 2 or nd > 2 and input.is_contiguous())
             and input.numel() > 0 and weight.numel() > 0
-            and bias is not None and bias.dtype is dt and bias.dim() == 1
-            and bias.shape[0] == weight.shape[0])
+            and bias.dtype is dt and len(bias._shape) == 1 and bias._shape[0] == ws[0])
 
 
 def linear(input: Tensor, weight: Tensor, bias) -> Tensor:

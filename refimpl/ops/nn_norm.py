@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from refimpl import _dtype as D
 from refimpl._autocast import composite
+from refimpl._state import FW
 from refimpl._tensor import Tensor
+from refimpl.ops._pointwise_cuda import run_cuda
 from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
 from refimpl.ops.nn_layer_norm_kernel import use_fused as use_fused_ln
 from refimpl.ops.nn_loss import _not_differentiable
@@ -57,9 +59,11 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     """Normalise over every dim but the channels (dim 1): with the batch statistics when
     ``training`` (and then update ``running_mean``/``running_var`` in place with
     ``momentum``, the variance unbiased), else with the running statistics (spec NNF-050)."""
-    c = input.shape[1] if input.dim() > 1 else 0
+    ndim = len(input._shape)
+    c = input._shape[1] if ndim > 1 else 0
+    numel = input.numel()
     if training:
-        size = input.numel() // c if c else 0
+        size = numel // c if c else 0
         if size == 1:
             raise ValueError("Expected more than 1 value per channel when training, got input "
                              f"size {input.shape}")
@@ -68,19 +72,24 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise RuntimeError(f"{which} must be defined in evaluation mode")
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
-        _check_channels(name, t, c)
+        if t is not None and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
     _check_floating(input, "batch_norm")
-    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
-        _not_differentiable("native_batch_norm", name, t)
-    if input.numel() == 0:
+    if (running_mean is not None and running_mean.requires_grad
+            or running_var is not None and running_var.requires_grad):
+        for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+            _not_differentiable("native_batch_norm", name, t)
+    if numel == 0:
         return input.clone()
-    dims = [d for d in range(input.dim()) if d != 1]
-    shape = [1] * input.dim()
+    if use_fused(input, weight, bias):
+        dev = input.device
+        if (running_mean is None or running_mean.device == dev) and (
+                running_var is None or running_var.device == dev):
+            return _batch_norm_fused(input, running_mean, running_var, weight, bias,
+                                     training, momentum, eps)
+    dims = [d for d in range(ndim) if d != 1]
+    shape = [1] * ndim
     shape[1] = c
-    if use_fused(input, weight, bias) and all(t is None or t.device == input.device
-                                              for t in (running_mean, running_var)):
-        return _batch_norm_fused(input, running_mean, running_var, weight, bias, training,
-                                 momentum, eps)
     x = _upcast(input)
     if training:
         var, mean = var_mean(x, dims, correction=0)
@@ -108,19 +117,18 @@ def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: 
 
 
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
-    from refimpl.optim._cpu_update import plain
+    if running_mean is not None and running_var is not None:
+        kind = running_mean._storage.device.type
+        if kind == "cpu":
+            from refimpl.optim._cpu_update import plain
 
-    with _no_grad():
-        if running_mean is not None and running_var is not None \
-                and plain(running_mean, running_var, mean, var):
-            _update_running_np(running_mean, running_var, mean, var, momentum, n)
-            return
-        if running_mean is not None and running_var is not None \
-                and running_mean.device.type == "cuda":
-            from refimpl.cuda._norm_kernels import update_running
-
-            if update_running(running_mean, running_var, mean, var, momentum, n):
+            if plain(running_mean, running_var, mean, var):
+                _update_running_np(running_mean, running_var, mean, var, momentum, n)
                 return
+        elif kind == "cuda" and (_NORM_KERNELS or _norm_kernels()).update_running(
+                running_mean, running_var, mean, var, momentum, n):
+            return
+    with _no_grad():
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
                                                  alpha=momentum)
@@ -143,14 +151,32 @@ def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -
     running_var._version_counter.version += 2
 
 
+_NORM_KERNELS = None  # refimpl.cuda._norm_kernels, bound on first CUDA use
+_DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the ops)
+
+
+def _norm_kernels():
+    global _NORM_KERNELS
+    from refimpl.cuda import _norm_kernels as kernels
+
+    _NORM_KERNELS = kernels
+    return kernels
+
+
+def _dispatcher():
+    global _DISPATCH
+    from refimpl import _dispatch
+
+    _DISPATCH = _dispatch
+    return _dispatch
+
+
 def count_batch(counter: Tensor) -> None:
     """``counter.add_(1)`` (batch norm's ``num_batches_tracked``), on the CPU tensor's numpy
     view when no dispatch mode, profiler or forward-AD level watches the ops."""
-    from refimpl import _dispatch
-    from refimpl._state import FW
-
+    dispatch = _DISPATCH or _dispatcher()
     if (type(counter) is Tensor and not counter.requires_grad and not counter._is_inference
-            and not _dispatch.MODE_STACK and _dispatch.PROFILE_LAYER is None
+            and not dispatch.MODE_STACK and dispatch.PROFILE_LAYER is None
             and not FW.active):
         kind = counter._storage.device.type
         if kind == "cpu":
@@ -159,8 +185,6 @@ def count_batch(counter: Tensor) -> None:
             counter._version_counter.version += 1
             return
         if kind == "cuda":  # one elementwise launch written into the counter
-            from refimpl.ops._pointwise_cuda import run_cuda
-
             run_cuda("a + 1", (counter,), counter.dtype, counter.dtype, None, counter._shape,
                      counter, "add")
             counter._version_counter.version += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 from refimpl.ops._registry import TensorSpec, defop
@@ -71,9 +72,19 @@ def _ops(input, weight, bias, mean, var, training, eps):
     return out, mean, var
 
 
-def _cuda(input, weight, bias, mean, var, training, eps):
-    from refimpl.cuda import _norm_kernels as K
+_K = None  # refimpl.cuda._norm_kernels, bound on first CUDA use
 
+
+def _cuda_kernels():
+    global _K
+    from refimpl.cuda import _norm_kernels
+
+    _K = _norm_kernels
+    return _K
+
+
+def _cuda(input, weight, bias, mean, var, training, eps):
+    K = _K or _cuda_kernels()
     if input.numel() and K.takes(input, weight, bias, mean, var):
         return K.batch_norm(input, weight, bias, mean, var, training, eps)
     from refimpl.autograd.grad_mode import no_grad
@@ -188,8 +199,7 @@ def _bw_cpu(grad, input, weight, mean, var, training, eps, mask):
 
 
 def _bw_cuda(grad, input, weight, mean, var, training, eps, mask):
-    from refimpl.cuda import _norm_kernels as K
-
+    K = _K or _cuda_kernels()
     if input.numel() and K.takes(input, grad, weight, mean, var):
         return K.batch_norm_backward(grad, input, weight, mean, var, training, eps, mask)
     from refimpl.autograd.grad_mode import no_grad
@@ -208,13 +218,12 @@ batch_norm_backward = defop("_batch_norm_fused_backward", meta=_bw_meta, cpu=_bw
 def use_fused(input: Tensor, weight, bias) -> bool:
     """Whether ``batch_norm`` takes the fused op (float32/float64 input, parameters of the
     same dtype, on the CPU or CUDA)."""
-    from refimpl import _dtype as D
-
-    dt = input.dtype
-    return ((dt is D.float32 or dt is D.float64) and input.device.type in ("cpu", "cuda")
-            and input.dim() >= 2
-            and all(t is None or t.dtype is dt and t.device == input.device
-                    for t in (weight, bias)))
+    dt, dev = input.dtype, input.device  # (a fake tensor's device is not its storage's)
+    kind = dev.type
+    return ((dt is D.float32 or dt is D.float64) and (kind == "cpu" or kind == "cuda")
+            and len(input._shape) >= 2
+            and (weight is None or weight.dtype is dt and weight.device == dev)
+            and (bias is None or bias.dtype is dt and bias.device == dev))
 
 
 __all__: list[str] = []

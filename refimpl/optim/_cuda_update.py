@@ -23,6 +23,8 @@ import ctypes
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, streams
+from refimpl.cuda._pointwise import load_functions
 from refimpl.optim._cpu_update import plain_tensor, unwatched
 
 _BLOCK = 256
@@ -165,9 +167,6 @@ def _struct(kind: str, scalar) -> type:
 def _launch(kind: str, p: Tensor, items: list, scalars: list) -> None:
     """One kernel over ``items`` (tuples of pointers, the size, per-tensor scalars), all
     of ``p``'s dtype and device, with the shared ``scalars`` after the list struct."""
-    from refimpl.cuda import _driver, streams
-    from refimpl.cuda._pointwise import load_functions
-
     index = p._storage.device.index
     suffix, scalar = _SUFFIX[p.dtype]
     key = (kind, p.dtype, index)

@@ -102,16 +102,20 @@ class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
         """Normalise with batch statistics (training or no running stats) or running ones."""
         self._check_input_dim(input)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            count_batch(self.num_batches_tracked)
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked)
-        use_batch_stats = self.training or (self.running_mean is None
-                                            and self.running_var is None)
-        track = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if track else None,
-                            self.running_var if track else None, self.weight, self.bias,
+        # each attribute read once: buffers and parameters go through Module.__getattr__
+        momentum, training = self.momentum, self.training
+        factor = 0.0 if momentum is None else momentum
+        if training and self.track_running_stats:
+            counter = self.num_batches_tracked
+            if counter is not None:
+                count_batch(counter)
+                if momentum is None:
+                    factor = 1.0 / float(counter)
+        running_mean, running_var = self.running_mean, self.running_var
+        use_batch_stats = training or (running_mean is None and running_var is None)
+        track = not training or self.track_running_stats
+        return F.batch_norm(input, running_mean if track else None,
+                            running_var if track else None, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
 
 
