@@ -428,3 +428,21 @@ def test_full_transformer_matches_torch():
     with pytest.raises(RuntimeError, match="the feature number of src and tgt must be equal to "
                        "d_model"):
         rm(refimpl.ones(3, 2, 4), refimpl.ones(3, 2, 8))
+
+
+def test_batch_norm_running_update_takes_the_one_pass_path(monkeypatch):
+    # training batch norm on plain CPU buffers updates the running statistics in one pass
+    # over their numpy views (the ops it stands for are the fallback); grad mode is on
+    # outside, as in a training step
+    from refimpl.ops import nn_norm
+
+    calls = []
+    real = nn_norm._update_running_np
+    monkeypatch.setattr(nn_norm, "_update_running_np",
+                        lambda *a: calls.append(a) or real(*a))
+    bn = refimpl.nn.BatchNorm2d(3)
+    x = refimpl.randn(4, 3, 5, 5, requires_grad=True)
+    v0 = bn.running_mean._version
+    bn(x).sum().backward()
+    assert len(calls) == 1
+    assert bn.running_mean._version == v0 + 2 and bn.num_batches_tracked.item() == 1

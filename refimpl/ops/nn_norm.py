@@ -117,18 +117,18 @@ def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: 
 
 
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
-    if running_mean is not None and running_var is not None:
-        kind = running_mean._storage.device.type
-        if kind == "cpu":
-            from refimpl.optim._cpu_update import plain
+    with _no_grad():  # (the one-pass updates below require grad mode off)
+        if running_mean is not None and running_var is not None:
+            kind = running_mean._storage.device.type
+            if kind == "cpu":
+                from refimpl.optim._cpu_update import plain
 
-            if plain(running_mean, running_var, mean, var):
-                _update_running_np(running_mean, running_var, mean, var, momentum, n)
+                if plain(running_mean, running_var, mean, var):
+                    _update_running_np(running_mean, running_var, mean, var, momentum, n)
+                    return
+            elif kind == "cuda" and (_NORM_KERNELS or _norm_kernels()).update_running(
+                    running_mean, running_var, mean, var, momentum, n):
                 return
-        elif kind == "cuda" and (_NORM_KERNELS or _norm_kernels()).update_running(
-                running_mean, running_var, mean, var, momentum, n):
-            return
-    with _no_grad():
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
                                                  alpha=momentum)

@@ -283,3 +283,17 @@ def test_running_statistics_update_rounds_as_the_ops(dtype):
     ulp = 1.2e-7 if dtype == "float32" else 2.3e-16  # at most one rounding apart
     np.testing.assert_allclose(arr(rm), arr(rm2), rtol=ulp, atol=0)
     np.testing.assert_allclose(arr(rv), arr(rv2), rtol=ulp, atol=0)
+
+
+def test_module_training_updates_running_statistics_in_one_launch(monkeypatch):
+    # BatchNorm2d in training, grad mode on outside: the running statistics take the
+    # one-launch update, not the mul_/add_ ops it stands for
+    from refimpl.cuda import _norm_kernels as K
+
+    taken = []
+    real = K.update_running
+    monkeypatch.setattr(K, "update_running", lambda *a: taken.append(real(*a)) or taken[-1])
+    bn = t.nn.BatchNorm2d(6).cuda()
+    x = t.tensor(rn(4, 6, 5, 5).astype(np.float32), device="cuda", requires_grad=True)
+    bn(x).sum().backward()
+    assert taken == [True]
