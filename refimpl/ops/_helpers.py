@@ -14,6 +14,7 @@ OUT_DTYPE = "Expected out tensor to have dtype {res}, but got {out} instead"
 __all__ = [
     "broadcast_shapes",
     "compute_np_dtype",
+    "int_key",
     "is_scalar",
     "normalize_dims",
     "np_result",
@@ -135,3 +136,22 @@ def normalize_dims(dim, ndim: int) -> tuple:
     if len(dims) != len(tuple(dim)):
         raise RuntimeError("dim appears multiple times in the list of dims")
     return dims
+
+
+def int_key(values: tuple) -> tuple | None:
+    """``values`` as a memo key when each is an int, a bool, a string, None, or a tuple or
+    list of ints (lists become tuples); None otherwise (a tensor argument, say, whose value
+    may change)."""
+    key = []
+    for v in values:
+        tv = type(v)
+        if tv is list or tv is tuple:
+            for x in v:
+                if type(x) is not int:
+                    return None
+            key.append(tuple(v))
+        elif tv is int or tv is bool or tv is str or v is None:
+            key.append(v)
+        else:
+            return None
+    return tuple(key)

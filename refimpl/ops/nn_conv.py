@@ -18,6 +18,7 @@ import warnings
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops._helpers import int_key
 from refimpl.ops.nn_conv_kernel import conv_im2col, use_fused
 from refimpl.ops.nn_shape import pad, windows
 
@@ -142,20 +143,15 @@ _CHECKED: dict = {}
 
 
 def _geometry_key(input, weight, bias, stride, padding, dilation, groups, name):
-    """The memo key of a call's checked metadata, or None when it has none (a string or
-    unhashable argument)."""
+    """The memo key of a call's checked metadata, or None when it has none (a string
+    padding, a tensor subclass, or a geometry argument that is not ints)."""
     if type(padding) is str or type(input) is not Tensor or type(weight) is not Tensor:
         return None
-    key = (name, input._shape, input.dtype, weight._shape, weight.dtype,
-           None if bias is None else (bias._shape, bias.dtype),
-           tuple(stride) if type(stride) is list else stride,
-           tuple(padding) if type(padding) is list else padding,
-           tuple(dilation) if type(dilation) is list else dilation, groups)
-    try:
-        hash(key)
-    except TypeError:
+    geometry = int_key((stride, padding, dilation, groups))
+    if geometry is None:
         return None
-    return key
+    return (name, input._shape, input.dtype, weight._shape, weight.dtype,
+            None if bias is None else (bias._shape, bias.dtype), *geometry)
 
 
 def _checked_geometry(input, weight, bias, stride, padding, dilation, groups, name):

@@ -62,9 +62,11 @@ def _check_reduction(reduction: str) -> None:
 
 def _not_differentiable(fn: str, arg: str, t) -> None:
     """torch's error for an argument its derivative formulas do not cover."""
+    if t is None or not t.requires_grad:
+        return
     from refimpl.autograd.grad_mode import is_grad_enabled
 
-    if t is not None and t.requires_grad and is_grad_enabled():
+    if is_grad_enabled():
         raise RuntimeError(f"The function '{fn}' is not differentiable with respect to argument "
                            f"'{arg}'. This input cannot have requires_grad True.")
 
@@ -98,7 +100,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _check_class_target(input, target)
     _not_differentiable("nll_loss_forward", "weight", weight)
     _check_weight(input, weight)
-    target = target.long()
+    if target.dtype is not D.int64:  # (long() of an int64 tensor is the tensor itself)
+        target = target.long()
     if use_fused(input, target, weight):
         return nll_loss_fused(input, target, weight, reduction, ignore_index)[0]
     _check_bounds(input, target, ignore_index)

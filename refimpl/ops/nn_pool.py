@@ -21,6 +21,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._tensor import Tensor
+from refimpl.ops._helpers import int_key
 from refimpl.ops.nn_pool_kernel import max_pool2d_fused, use_fused
 from refimpl.ops.nn_shape import _index, pad, windows
 
@@ -46,8 +47,29 @@ def _out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int
     return out
 
 
+# (the arguments and the input's shape) -> _params' answer: the checks read nothing else,
+# so a repeated call (every training step) skips them
+_CHECKED: dict = {}
+
+
 def _params(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dilation,
             ceil_mode: bool) -> tuple:
+    """(kernel, stride, padding, dilation, input sizes, output sizes) per pooled dim, as
+    new lists, after torch's checks of the arguments and the input's shape."""
+    key = int_key((input._shape, n, fn, kernel_size, stride, padding, dilation, ceil_mode))
+    found = _CHECKED.get(key) if key is not None else None
+    if found is not None:
+        return tuple(list(v) for v in found)
+    result = _checked_params(input, n, fn, kernel_size, stride, padding, dilation, ceil_mode)
+    if key is not None:
+        if len(_CHECKED) >= 256:
+            _CHECKED.clear()
+        _CHECKED[key] = tuple(tuple(v) for v in result)
+    return result
+
+
+def _checked_params(input: Tensor, n: int, fn: str, kernel_size, stride, padding, dilation,
+                    ceil_mode: bool) -> tuple:
     name = fn.removesuffix("()")
     k = _tuple("kernel_size", kernel_size, n, name)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
