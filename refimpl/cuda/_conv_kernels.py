@@ -527,7 +527,11 @@ def channel_sum(g: Tensor, outer: int, channels: int, inner: int) -> Tensor:
 # Below these sizes a convolution's three parts (im2col, GEMM, bias) cost more host time
 # than the arithmetic takes on the device: one direct kernel does the whole product.
 # (Multiply-adds of the result, and the sum length a weight-gradient thread runs alone.)
-DIRECT_MACS = 1 << 22
+# Measured on an H200, configurations interleaved in one process
+# (bench/results/h200/direct_limits.txt): up to 2**26 multiply-adds the direct kernels
+# shorten the bench-size training steps (the CNN's by 10%), and leave the test sizes as
+# they were; a weight-gradient thread summing 2**15 products alone is slower than the GEMM.
+DIRECT_MACS = 1 << 26
 DIRECT_GW_SUM = 1 << 13
 
 
@@ -574,8 +578,9 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
 
 
 # Matrix products of at most this many multiply-adds, and sums of at most this length,
-# run as one small_mm kernel rather than a cuBLAS call (whose host time is the larger).
-SMALL_MM_MACS = 1 << 20
+# run as one small_mm kernel rather than a cuBLAS call (whose host time is the larger;
+# measured with DIRECT_MACS).
+SMALL_MM_MACS = 1 << 24
 SMALL_MM_INNER = 2048
 
 
