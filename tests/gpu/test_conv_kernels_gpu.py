@@ -214,10 +214,16 @@ def test_small_conv_takes_the_direct_kernels(calls):
     calls.clear()
     (out * out).sum().backward()
     assert calls == ["channel_sum", "direct_gi", "direct_gw"], calls
-    # a large problem keeps the GEMMs
+    # so do the bench sizes' (batch 32, 16 -> 32 channels over 16 x 16)
     calls.clear()
-    RF.conv2d(t.randn(8, 16, 33, 35, device="cuda"), t.randn(32, 16, 3, 3, device="cuda"),
+    RF.conv2d(t.randn(32, 16, 16, 16, device="cuda"), t.randn(32, 16, 3, 3, device="cuda"),
               None, padding=1)
+    assert calls == ["direct_fwd"]
+    # a problem past DIRECT_MACS multiply-adds keeps the GEMMs
+    calls.clear()
+    x, w = t.randn(16, 32, 65, 67, device="cuda"), t.randn(64, 32, 3, 3, device="cuda")
+    assert 16 * 64 * 65 * 67 * 32 * 9 > K.DIRECT_MACS
+    RF.conv2d(x, w, None, padding=1)
     assert calls == ["im2col", "gemm"]
 
 
