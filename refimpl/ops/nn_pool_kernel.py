@@ -66,12 +66,14 @@ def _cpu(input, k, s, p, d, out):
             views.append(xp[..., r0:r0 + (out[0] - 1) * s[0] + 1:s[0],
                             c0:c0 + (out[1] - 1) * s[1] + 1:s[1]])
             heres.append(r0 * sizes[1] + c0)
-    if np.isnan(np.add.reduce(xa, axis=None)):
+    values = views[0].copy()
+    for view in views[1:]:
+        np.maximum(values, view, out=values)
+    # np.maximum propagates NaN, so a NaN anywhere in a window shows in the (smaller)
+    # output: one sum over it tells whether the NaN-aware walk is needed
+    if np.isnan(np.add.reduce(values, axis=None)):
         values, offset = _running_max(views, heres)
-    else:  # no NaN: the maximum, then the first position holding it
-        values = views[0].copy()
-        for view in views[1:]:
-            np.maximum(values, view, out=values)
+    else:  # no NaN: the first position holding the maximum
         small = np.int8 if len(views) < 128 else np.intp
         pos = np.full(values.shape, len(views) - 1, small)
         for n in range(len(views) - 2, -1, -1):
