@@ -29,6 +29,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
+from refimpl.cuda import _conv_kernels as _CUDA
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -87,45 +88,33 @@ def _cpu(input, weight, bias, stride, pads, dilation, groups):
     return out
 
 
-_K = None  # refimpl.cuda._conv_kernels, bound on first CUDA use
-
-
-def _cuda_kernels():
-    global _K
-    from refimpl.cuda import _conv_kernels
-
-    _K = _conv_kernels
-    return _K
-
-
 def _cuda(input, weight, bias, stride, pads, dilation, groups):
-    K = _K or _cuda_kernels()
     batch, cout = input._shape[0], weight._shape[0]
     kernel = list(weight._shape[2:])
     out_sizes = _out_sizes(input, weight, stride, pads, dilation)
     out = Tensor._empty((batch, cout, *out_sizes), input.dtype, input._storage.device)
     if out.numel() == 0:
         return out
-    w = K.dense(weight)
+    w = _CUDA.dense(weight)
     length, ck = _prod(out_sizes), input._shape[1] * _prod(kernel)
-    if K.direct_fits(out.numel(), ck // groups):  # small: one direct kernel
-        return K.direct_forward(input, w, bias if bias is None else K.dense(bias), out,
+    if _CUDA.direct_fits(out.numel(), ck // groups):  # small: one direct kernel
+        return _CUDA.direct_forward(input, w, bias if bias is None else _CUDA.dense(bias), out,
                                 out_sizes, stride, pads, dilation, groups)
     if groups == 1:  # one batched GEMM, the weight broadcast, writing (N, C_out, L)
-        cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=False)
-        flat = K.view(out, (batch, cout, length), (cout * length, length, 1))
-        K.gemm(flat, K.view(w, (batch, cout, ck), (0, ck, 1)), cols)
+        cols = _CUDA.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=False)
+        flat = _CUDA.view(out, (batch, cout, length), (cout * length, length, 1))
+        _CUDA.gemm(flat, _CUDA.view(w, (batch, cout, ck), (0, ck, 1)), cols)
         if bias is not None:
-            K.add_bias(out, out, bias, length)
+            _CUDA.add_bias(out, out, bias, length)
         return out
     # grouped: one GEMM over the groups into (C_out, N, L), transposed with the bias added
     og, cgk = cout // groups, ck // groups
-    cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
+    cols = _CUDA.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
     nl = batch * length
     tmp = Tensor._empty((groups, og, nl), input.dtype, input.device)
-    K.gemm(tmp, K.view(w, (groups, og, cgk), (og * cgk, cgk, 1)),
-           K.view(cols, (groups, cgk, nl), (cgk * nl, nl, 1)))
-    return K.swap01(tmp, cout, batch, length, out.shape, bias)
+    _CUDA.gemm(tmp, _CUDA.view(w, (groups, og, cgk), (og * cgk, cgk, 1)),
+           _CUDA.view(cols, (groups, cgk, nl), (cgk * nl, nl, 1)))
+    return _CUDA.swap01(tmp, cout, batch, length, out.shape, bias)
 
 
 def _backward(ctx, grad):
@@ -246,40 +235,39 @@ def _grad_input_stride1(ga: np.ndarray, wa: np.ndarray, pads, dilation, groups: 
 
 
 def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
-    K = _K or _cuda_kernels()
     batch, c = input._shape[:2]
     cout = weight._shape[0]
     kernel = list(weight._shape[2:])
     out_sizes = list(grad._shape[2:])
     length = _prod(out_sizes)
     og, cgk, nl = cout // groups, (c // groups) * _prod(kernel), batch * length
-    grad = K.dense(grad)
+    grad = _CUDA.dense(grad)
     dev, dt = input._storage.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
     if mask[2]:
-        gb = K.channel_sum(grad, batch, cout, length)
+        gb = _CUDA.channel_sum(grad, batch, cout, length)
     # small problems: a direct kernel per gradient (no columns, no transposed copy)
-    direct_gi = mask[0] and K.direct_fits(input.numel(), og * _prod(kernel))
-    direct_gw = mask[1] and nl <= K.DIRECT_GW_SUM and K.direct_fits(weight.numel(), nl)
+    direct_gi = mask[0] and _CUDA.direct_fits(input.numel(), og * _prod(kernel))
+    direct_gw = mask[1] and nl <= _CUDA.DIRECT_GW_SUM and _CUDA.direct_fits(weight.numel(), nl)
     if direct_gi:
-        gi = K.direct_grad_input(grad, K.dense(weight), input._shape, out_sizes, stride, pads,
+        gi = _CUDA.direct_grad_input(grad, _CUDA.dense(weight), input._shape, out_sizes, stride, pads,
                                  dilation, groups)
     if direct_gw:
-        gw = K.direct_grad_weight(grad, input, weight._shape, out_sizes, stride, pads,
+        gw = _CUDA.direct_grad_weight(grad, input, weight._shape, out_sizes, stride, pads,
                                   dilation, groups)
     mask = (mask[0] and not direct_gi, mask[1] and not direct_gw, False)
     if mask[0] or mask[1]:
-        gt = K.swap01(grad, batch, cout, length, (groups, og, nl))  # (C_out, N*L)
+        gt = _CUDA.swap01(grad, batch, cout, length, (groups, og, nl))  # (C_out, N*L)
     if mask[1]:  # the batch folded into the reduction: one GEMM over the groups
-        cols = K.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
+        cols = _CUDA.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
         gw = Tensor._empty(weight._shape, dt, dev)
-        K.gemm(K.view(gw, (groups, og, cgk), (og * cgk, cgk, 1)), gt,
-               K.view(cols, (groups, nl, cgk), (cgk * nl, 1, nl)))
+        _CUDA.gemm(_CUDA.view(gw, (groups, og, cgk), (og * cgk, cgk, 1)), gt,
+               _CUDA.view(cols, (groups, nl, cgk), (cgk * nl, 1, nl)))
     if mask[0]:
-        w = K.dense(weight)
+        w = _CUDA.dense(weight)
         dcols = Tensor._empty((groups, cgk, nl), dt, dev)
-        K.gemm(dcols, K.view(w, (groups, cgk, og), (og * cgk, 1, cgk)), gt)
-        gi = K.col2im(dcols, input._shape, kernel, out_sizes, stride, pads, dilation,
+        _CUDA.gemm(dcols, _CUDA.view(w, (groups, cgk, og), (og * cgk, 1, cgk)), gt)
+        gi = _CUDA.col2im(dcols, input._shape, kernel, out_sizes, stride, pads, dilation,
                       layout_b=True)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 

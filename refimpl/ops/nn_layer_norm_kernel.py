@@ -18,6 +18,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
+from refimpl.cuda import _norm_kernels as _CUDA
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -59,21 +60,9 @@ def _ops(input, weight, bias, n, eps):
     return out, mean, rstd
 
 
-_K = None  # refimpl.cuda._norm_kernels, bound on first CUDA use
-
-
-def _cuda_kernels():
-    global _K
-    from refimpl.cuda import _norm_kernels
-
-    _K = _norm_kernels
-    return _K
-
-
 def _cuda(input, weight, bias, n, eps):
-    K = _K or _cuda_kernels()
-    if input.numel() and K.takes(input, weight, bias):
-        return K.layer_norm(input, weight, bias, n, eps)
+    if input.numel() and _CUDA.takes(input, weight, bias):
+        return _CUDA.layer_norm(input, weight, bias, n, eps)
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():  # other dtypes and empty inputs: the composed ops
@@ -154,9 +143,8 @@ def _bw_cpu(grad, input, weight, mean, rstd, n, mask):
 
 
 def _bw_cuda(grad, input, weight, mean, rstd, n, mask):
-    K = _K or _cuda_kernels()
-    if input.numel() and K.takes(input, grad, weight, mean, rstd):
-        return K.layer_norm_backward(grad, input, weight, mean, rstd, n, mask)
+    if input.numel() and _CUDA.takes(input, grad, weight, mean, rstd):
+        return _CUDA.layer_norm_backward(grad, input, weight, mean, rstd, n, mask)
     from refimpl.autograd.grad_mode import no_grad
     from refimpl.ops.factories import empty
 

@@ -22,6 +22,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
+from refimpl.cuda import _conv_kernels as _CUDA
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -36,26 +37,14 @@ def _cpu(input, weight, bias):
     return out
 
 
-_K = None  # refimpl.cuda._conv_kernels, bound on first CUDA use
-
-
-def _cuda_kernels():
-    global _K
-    from refimpl.cuda import _conv_kernels
-
-    _K = _conv_kernels
-    return _K
-
-
 def _cuda(input, weight, bias):
-    K = _K or _cuda_kernels()
     ws = weight._shape
     out = Tensor._empty((input._shape[0], ws[0]), input.dtype, input._storage.device)
-    wt = K.view(weight, (ws[1], ws[0]), weight._stride[::-1])
-    if K.small_mm_fits(out._shape[0], out._shape[1], input._shape[1]):
-        return K.small_mm(out, input, wt, bias)  # small: one kernel, the bias included
-    K.add_bias(out, None, bias, 1)  # the bias broadcast over the rows, then C += A @ B
-    return K.gemm(out, input, wt, beta=1)
+    wt = _CUDA.view(weight, (ws[1], ws[0]), weight._stride[::-1])
+    if _CUDA.small_mm_fits(out._shape[0], out._shape[1], input._shape[1]):
+        return _CUDA.small_mm(out, input, wt, bias)  # small: one kernel, the bias included
+    _CUDA.add_bias(out, None, bias, 1)  # the bias broadcast over the rows, then C += A @ B
+    return _CUDA.gemm(out, input, wt, beta=1)
 
 
 def _backward_ops(grad, input, weight, mask):
@@ -110,19 +99,18 @@ def _bw_cpu(grad, input, weight, mask):
 
 
 def _bw_cuda(grad, input, weight, mask):
-    K = _K or _cuda_kernels()
     dev, dt = input._storage.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
     m, n = grad._shape
     if mask[0]:
         gi = Tensor._empty(input._shape, dt, dev)
-        (K.small_mm if K.small_mm_fits(m, gi._shape[1], n) else K.gemm)(gi, grad, weight)
+        (_CUDA.small_mm if _CUDA.small_mm_fits(m, gi._shape[1], n) else _CUDA.gemm)(gi, grad, weight)
     if mask[1]:
-        gt = K.view(grad, (n, m), grad._stride[::-1])
+        gt = _CUDA.view(grad, (n, m), grad._stride[::-1])
         gw = Tensor._empty(weight._shape, dt, dev)
-        (K.small_mm if K.small_mm_fits(n, gw._shape[1], m) else K.gemm)(gw, gt, input)
+        (_CUDA.small_mm if _CUDA.small_mm_fits(n, gw._shape[1], m) else _CUDA.gemm)(gw, gt, input)
     if mask[2]:
-        gb = K.channel_sum(K.dense(grad), m, n, 1)
+        gb = _CUDA.channel_sum(_CUDA.dense(grad), m, n, 1)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 
 

@@ -15,6 +15,7 @@ from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._state import FW
 from refimpl._tensor import Tensor
+from refimpl.cuda import _norm_kernels
 from refimpl.ops._pointwise_cuda import run_cuda
 from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
 from refimpl.ops.nn_layer_norm_kernel import use_fused as use_fused_ln
@@ -126,7 +127,7 @@ def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> N
                 if plain(running_mean, running_var, mean, var):
                     _update_running_np(running_mean, running_var, mean, var, momentum, n)
                     return
-            elif kind == "cuda" and (_NORM_KERNELS or _norm_kernels()).update_running(
+            elif kind == "cuda" and _norm_kernels.update_running(
                     running_mean, running_var, mean, var, momentum, n):
                 return
         if running_mean is not None:
@@ -151,16 +152,7 @@ def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -
     running_var._version_counter.version += 2
 
 
-_NORM_KERNELS = None  # refimpl.cuda._norm_kernels, bound on first CUDA use
 _DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the ops)
-
-
-def _norm_kernels():
-    global _NORM_KERNELS
-    from refimpl.cuda import _norm_kernels as kernels
-
-    _NORM_KERNELS = kernels
-    return kernels
 
 
 def _dispatcher():

@@ -19,6 +19,7 @@ import numpy as np
 from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
+from refimpl.cuda import _norm_kernels as _CUDA
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -72,21 +73,9 @@ def _ops(input, weight, bias, mean, var, training, eps):
     return out, mean, var
 
 
-_K = None  # refimpl.cuda._norm_kernels, bound on first CUDA use
-
-
-def _cuda_kernels():
-    global _K
-    from refimpl.cuda import _norm_kernels
-
-    _K = _norm_kernels
-    return _K
-
-
 def _cuda(input, weight, bias, mean, var, training, eps):
-    K = _K or _cuda_kernels()
-    if input.numel() and K.takes(input, weight, bias, mean, var):
-        return K.batch_norm(input, weight, bias, mean, var, training, eps)
+    if input.numel() and _CUDA.takes(input, weight, bias, mean, var):
+        return _CUDA.batch_norm(input, weight, bias, mean, var, training, eps)
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():  # other dtypes and empty inputs: the composed ops
@@ -199,9 +188,8 @@ def _bw_cpu(grad, input, weight, mean, var, training, eps, mask):
 
 
 def _bw_cuda(grad, input, weight, mean, var, training, eps, mask):
-    K = _K or _cuda_kernels()
-    if input.numel() and K.takes(input, grad, weight, mean, var):
-        return K.batch_norm_backward(grad, input, weight, mean, var, training, eps, mask)
+    if input.numel() and _CUDA.takes(input, grad, weight, mean, var):
+        return _CUDA.batch_norm_backward(grad, input, weight, mean, var, training, eps, mask)
     from refimpl.autograd.grad_mode import no_grad
     from refimpl.ops.factories import empty
 
