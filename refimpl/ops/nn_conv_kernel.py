@@ -98,8 +98,8 @@ def _cuda(input, weight, bias, stride, pads, dilation, groups):
     w = _CUDA.dense(weight)
     length, ck = _prod(out_sizes), input._shape[1] * _prod(kernel)
     if _CUDA.direct_fits(out.numel(), ck // groups):  # small: one direct kernel
-        return _CUDA.direct_forward(input, w, bias if bias is None else _CUDA.dense(bias), out,
-                                out_sizes, stride, pads, dilation, groups)
+        return _CUDA.direct_forward(input, w, bias if bias is None else _CUDA.dense(bias),
+                                    out, out_sizes, stride, pads, dilation, groups)
     if groups == 1:  # one batched GEMM, the weight broadcast, writing (N, C_out, L)
         cols = _CUDA.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=False)
         flat = _CUDA.view(out, (batch, cout, length), (cout * length, length, 1))
@@ -113,7 +113,7 @@ def _cuda(input, weight, bias, stride, pads, dilation, groups):
     nl = batch * length
     tmp = Tensor._empty((groups, og, nl), input.dtype, input.device)
     _CUDA.gemm(tmp, _CUDA.view(w, (groups, og, cgk), (og * cgk, cgk, 1)),
-           _CUDA.view(cols, (groups, cgk, nl), (cgk * nl, nl, 1)))
+               _CUDA.view(cols, (groups, cgk, nl), (cgk * nl, nl, 1)))
     return _CUDA.swap01(tmp, cout, batch, length, out.shape, bias)
 
 
@@ -250,11 +250,11 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     direct_gi = mask[0] and _CUDA.direct_fits(input.numel(), og * _prod(kernel))
     direct_gw = mask[1] and nl <= _CUDA.DIRECT_GW_SUM and _CUDA.direct_fits(weight.numel(), nl)
     if direct_gi:
-        gi = _CUDA.direct_grad_input(grad, _CUDA.dense(weight), input._shape, out_sizes, stride, pads,
-                                 dilation, groups)
+        gi = _CUDA.direct_grad_input(grad, _CUDA.dense(weight), input._shape, out_sizes,
+                                     stride, pads, dilation, groups)
     if direct_gw:
         gw = _CUDA.direct_grad_weight(grad, input, weight._shape, out_sizes, stride, pads,
-                                  dilation, groups)
+                                      dilation, groups)
     mask = (mask[0] and not direct_gi, mask[1] and not direct_gw, False)
     if mask[0] or mask[1]:
         gt = _CUDA.swap01(grad, batch, cout, length, (groups, og, nl))  # (C_out, N*L)
@@ -262,13 +262,13 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
         cols = _CUDA.im2col(input, kernel, out_sizes, stride, pads, dilation, layout_b=True)
         gw = Tensor._empty(weight._shape, dt, dev)
         _CUDA.gemm(_CUDA.view(gw, (groups, og, cgk), (og * cgk, cgk, 1)), gt,
-               _CUDA.view(cols, (groups, nl, cgk), (cgk * nl, 1, nl)))
+                   _CUDA.view(cols, (groups, nl, cgk), (cgk * nl, 1, nl)))
     if mask[0]:
         w = _CUDA.dense(weight)
         dcols = Tensor._empty((groups, cgk, nl), dt, dev)
         _CUDA.gemm(dcols, _CUDA.view(w, (groups, cgk, og), (og * cgk, 1, cgk)), gt)
         gi = _CUDA.col2im(dcols, input._shape, kernel, out_sizes, stride, pads, dilation,
-                      layout_b=True)
+                          layout_b=True)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
 
 

@@ -104,11 +104,13 @@ def _bw_cuda(grad, input, weight, mask):
     m, n = grad._shape
     if mask[0]:
         gi = Tensor._empty(input._shape, dt, dev)
-        (_CUDA.small_mm if _CUDA.small_mm_fits(m, gi._shape[1], n) else _CUDA.gemm)(gi, grad, weight)
+        mm = _CUDA.small_mm if _CUDA.small_mm_fits(m, gi._shape[1], n) else _CUDA.gemm
+        mm(gi, grad, weight)
     if mask[1]:
         gt = _CUDA.view(grad, (n, m), grad._stride[::-1])
         gw = Tensor._empty(weight._shape, dt, dev)
-        (_CUDA.small_mm if _CUDA.small_mm_fits(n, gw._shape[1], m) else _CUDA.gemm)(gw, gt, input)
+        mm = _CUDA.small_mm if _CUDA.small_mm_fits(n, gw._shape[1], m) else _CUDA.gemm
+        mm(gw, gt, input)
     if mask[2]:
         gb = _CUDA.channel_sum(_CUDA.dense(grad), m, n, 1)
     return tuple(Tensor._empty((0,), dt, dev) if g is None else g for g in (gi, gw, gb))
