@@ -16,7 +16,10 @@ Small problems skip the columns: ``direct_fwd``, ``direct_gi`` and ``direct_gw``
 the output, the input gradient and the weight gradient with a thread per result element,
 and ``small_mm`` does the linear layer's small products, bias included (below
 ``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time is the
-larger cost).
+larger cost). A backward whose gradients all fit runs as one launch: ``direct_bw`` (the
+convolution's input, weight and bias gradients, one segment of threads each) and
+``small_mm_bw`` (the linear layer's); a bias-gradient thread sums its channel in order.
+``direct_gi`` and ``direct_gw`` stay for backwards where only one of them fits.
 
 Element type ``T`` is float16 / bfloat16 (2-byte words, arithmetic in float32), float32
 or float64 (arithmetic in double). Sums run in a fixed order (the col2im gather visits
@@ -244,87 +247,151 @@ __device__ void direct_fwd_body(const T* __restrict__ x, const T* __restrict__ w
 
 // The input gradient: per input element, the output positions whose windows read it
 // (kernel offsets in order, like col2im), times the weights, over the group's channels.
+// (g.xs is not read: the input gradient is dense, element e of it is computed.)
 template<class T>
-__device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__ w,
-                               T* __restrict__ gi, Geo g, long long cout, long long groups) {
+__device__ typename Acc<T>::type direct_gi_at(long long e, const T* __restrict__ grad,
+                                              const T* __restrict__ w, const Geo& g,
+                                              long long cout, long long groups) {
   typedef typename Acc<T>::type A;
   const long long L = g.out[0] * g.out[1] * g.out[2];
   const long long K = g.k[0] * g.k[1] * g.k[2];
   const long long cg = g.c / groups, og = cout / groups;
-  GRID_LOOP(e, g.n * g.c * g.in[0] * g.in[1] * g.in[2]) {
-    long long r = e;
-    const long long iw = r % g.in[2]; r /= g.in[2];
-    const long long ih = r % g.in[1]; r /= g.in[1];
-    const long long id = r % g.in[0]; r /= g.in[0];
-    const long long ch = r % g.c;
-    const long long b = r / g.c;
-    const long long grp = ch / cg, ci = ch % cg;
-    A acc = 0;
-    for (long long o = 0; o < og; ++o) {
-      const long long co = grp * og + o;
-      const T* gr = grad + (b * cout + co) * L;
-      const T* wr = w + (co * cg + ci) * K;
-      for (long long kd = 0; kd < g.k[0]; ++kd) {
-        long long od;
-        const int h0 = tap_out(g, 0, id, kd, od);
-        if (h0 < 0) break;
-        if (!h0) continue;
-        for (long long kh = 0; kh < g.k[1]; ++kh) {
-          long long oh;
-          const int h1 = tap_out(g, 1, ih, kh, oh);
-          if (h1 < 0) break;
-          if (!h1) continue;
-          for (long long kw = 0; kw < g.k[2]; ++kw) {
-            long long ow;
-            const int h2 = tap_out(g, 2, iw, kw, ow);
-            if (h2 < 0) break;
-            if (!h2) continue;
-            acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
-                 * ld(wr[(kd * g.k[1] + kh) * g.k[2] + kw]);
-          }
+  long long r = e;
+  const long long iw = r % g.in[2]; r /= g.in[2];
+  const long long ih = r % g.in[1]; r /= g.in[1];
+  const long long id = r % g.in[0]; r /= g.in[0];
+  const long long ch = r % g.c;
+  const long long b = r / g.c;
+  const long long grp = ch / cg, ci = ch % cg;
+  A acc = 0;
+  for (long long o = 0; o < og; ++o) {
+    const long long co = grp * og + o;
+    const T* gr = grad + (b * cout + co) * L;
+    const T* wr = w + (co * cg + ci) * K;
+    for (long long kd = 0; kd < g.k[0]; ++kd) {
+      long long od;
+      const int h0 = tap_out(g, 0, id, kd, od);
+      if (h0 < 0) break;
+      if (!h0) continue;
+      for (long long kh = 0; kh < g.k[1]; ++kh) {
+        long long oh;
+        const int h1 = tap_out(g, 1, ih, kh, oh);
+        if (h1 < 0) break;
+        if (!h1) continue;
+        for (long long kw = 0; kw < g.k[2]; ++kw) {
+          long long ow;
+          const int h2 = tap_out(g, 2, iw, kw, ow);
+          if (h2 < 0) break;
+          if (!h2) continue;
+          acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
+               * ld(wr[(kd * g.k[1] + kh) * g.k[2] + kw]);
         }
       }
     }
-    gi[e] = st<T>(acc);
+  }
+  return acc;
+}
+
+template<class T>
+__device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__ w,
+                               T* __restrict__ gi, Geo g, long long cout, long long groups) {
+  GRID_LOOP(e, g.n * g.c * g.in[0] * g.in[1] * g.in[2]) {
+    gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
   }
 }
 
 // The weight gradient: per weight element, the sum over the batch and the output
 // positions (in order) of the output gradient times the input value its window reads.
 template<class T>
-__device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
-                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
+__device__ typename Acc<T>::type direct_gw_at(long long e, const T* __restrict__ grad,
+                                              const T* __restrict__ x, const Geo& g,
+                                              long long cout, long long groups) {
   typedef typename Acc<T>::type A;
   const long long L = g.out[0] * g.out[1] * g.out[2];
   const long long K = g.k[0] * g.k[1] * g.k[2];
   const long long cg = g.c / groups, og = cout / groups;
-  GRID_LOOP(e, cout * cg * K) {
-    const long long k = e % K;
-    const long long ci = (e / K) % cg;
-    const long long co = e / (K * cg);
-    const long long kw = k % g.k[2], kh = (k / g.k[2]) % g.k[1], kd = k / (g.k[2] * g.k[1]);
-    const long long ch = (co / og) * cg + ci;
-    A acc = 0;
-    for (long long b = 0; b < g.n; ++b) {
-      const T* gr = grad + (b * cout + co) * L;
-      const T* xb = x + b * g.xs[0] + ch * g.xs[1];
-      for (long long od = 0; od < g.out[0]; ++od) {
-        const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
-        if (id < 0 || id >= g.in[0]) continue;
-        for (long long oh = 0; oh < g.out[1]; ++oh) {
-          const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
-          if (ih < 0 || ih >= g.in[1]) continue;
-          for (long long ow = 0; ow < g.out[2]; ++ow) {
-            const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
-            if (iw < 0 || iw >= g.in[2]) continue;
-            acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
-                 * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
-          }
+  const long long k = e % K;
+  const long long ci = (e / K) % cg;
+  const long long co = e / (K * cg);
+  const long long kw = k % g.k[2], kh = (k / g.k[2]) % g.k[1], kd = k / (g.k[2] * g.k[1]);
+  const long long ch = (co / og) * cg + ci;
+  A acc = 0;
+  for (long long b = 0; b < g.n; ++b) {
+    const T* gr = grad + (b * cout + co) * L;
+    const T* xb = x + b * g.xs[0] + ch * g.xs[1];
+    for (long long od = 0; od < g.out[0]; ++od) {
+      const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+      if (id < 0 || id >= g.in[0]) continue;
+      for (long long oh = 0; oh < g.out[1]; ++oh) {
+        const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (long long ow = 0; ow < g.out[2]; ++ow) {
+          const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+          if (iw < 0 || iw >= g.in[2]) continue;
+          acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
+               * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
         }
       }
     }
-    gw[e] = st<T>(acc);
   }
+  return acc;
+}
+
+template<class T>
+__device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
+                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
+  GRID_LOOP(e, cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2]) {
+    gw[e] = st<T>(direct_gw_at<T>(e, grad, x, g, cout, groups));
+  }
+}
+
+// The sum of channel c of dense (outer, channels, inner) g, one thread, in order.
+template<class T>
+__device__ typename Acc<T>::type serial_channel_sum(long long c, const T* __restrict__ g,
+                                                    long long outer, long long channels,
+                                                    long long inner) {
+  typename Acc<T>::type acc = 0;
+  for (long long o = 0; o < outer; ++o) {
+    const T* p = g + (o * channels + c) * inner;
+    for (long long i = 0; i < inner; ++i) acc += ld(p[i]);
+  }
+  return acc;
+}
+
+// A small convolution's backward in one launch: the input gradient's elements, then the
+// weight gradient's, then the bias gradient's (each segment absent when its pointer is
+// null). The Geo is the input's (shape and strides).
+template<class T>
+__device__ void direct_bw_body(const T* __restrict__ grad, const T* __restrict__ x,
+                               const T* __restrict__ w, T* __restrict__ gi,
+                               T* __restrict__ gw, T* __restrict__ gb, Geo g, long long cout,
+                               long long groups) {
+  const long long L = g.out[0] * g.out[1] * g.out[2];
+  const long long ni = gi ? g.n * g.c * g.in[0] * g.in[1] * g.in[2] : 0;
+  const long long nw = gw ? cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2] : 0;
+  const long long nb = gb ? cout : 0;
+  GRID_LOOP(e, ni + nw + nb) {
+    if (e < ni) {
+      gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
+    } else if (e < ni + nw) {
+      gw[e - ni] = st<T>(direct_gw_at<T>(e - ni, grad, x, g, cout, groups));
+    } else {
+      gb[e - ni - nw] = st<T>(serial_channel_sum<T>(e - ni - nw, grad, g.n, cout, L));
+    }
+  }
+}
+
+// Element e of a (rows, cols) product a @ b: the sum over p (in order) of a[i, p] * b[p, j].
+template<class T>
+__device__ typename Acc<T>::type small_mm_at(long long e, const T* __restrict__ a,
+                                             const T* __restrict__ b, long long cols,
+                                             long long inner, long long sa0, long long sa1,
+                                             long long sb0, long long sb1) {
+  typename Acc<T>::type acc = 0;
+  const T* ar = a + (e / cols) * sa0;
+  const T* bc = b + (e % cols) * sb1;
+  for (long long p = 0; p < inner; ++p) acc += ld(ar[p * sa1]) * ld(bc[p * sb0]);
+  return acc;
 }
 
 // A small matrix product, one thread per result element: c[i, j] = sum over p (in order)
@@ -337,13 +404,36 @@ __device__ void small_mm_body(const T* __restrict__ a, const T* __restrict__ b,
                               long long sb0, long long sb1) {
   typedef typename Acc<T>::type A;
   GRID_LOOP(e, rows * cols) {
-    const long long i = e / cols, j = e % cols;
-    const T* ar = a + i * sa0;
-    const T* bc = b + j * sb1;
-    A acc = 0;
-    for (long long p = 0; p < inner; ++p) acc += ld(ar[p * sa1]) * ld(bc[p * sb0]);
-    if (bias) acc += ld(bias[j]);
+    A acc = small_mm_at<T>(e, a, b, cols, inner, sa0, sa1, sb0, sb1);
+    if (bias) acc += ld(bias[e % cols]);
     c[e] = st<T>(acc);
+  }
+}
+
+// A small linear layer's backward in one launch, for the output gradient g (m, n), the
+// input x (m, k) and the weight w (n, k), all read through their strides: the input
+// gradient g @ w, then the weight gradient g^T @ x (small_mm's sums), then the bias
+// gradient, g's column sums in row order (each segment absent when its pointer is null).
+template<class T>
+__device__ void small_mm_bw_body(const T* __restrict__ g, const T* __restrict__ x,
+                                 const T* __restrict__ w, T* __restrict__ gi,
+                                 T* __restrict__ gw, T* __restrict__ gb, long long m,
+                                 long long n, long long k, long long gs0, long long gs1,
+                                 long long xs0, long long xs1, long long ws0,
+                                 long long ws1) {
+  typedef typename Acc<T>::type A;
+  const long long ni = gi ? m * k : 0, nw = gw ? n * k : 0, nb = gb ? n : 0;
+  GRID_LOOP(e, ni + nw + nb) {
+    if (e < ni) {
+      gi[e] = st<T>(small_mm_at<T>(e, g, w, k, n, gs0, gs1, ws0, ws1));
+    } else if (e < ni + nw) {
+      gw[e - ni] = st<T>(small_mm_at<T>(e - ni, g, x, k, m, gs1, gs0, xs0, xs1));
+    } else {
+      const long long o = e - ni - nw;
+      A acc = 0;
+      for (long long p = 0; p < m; ++p) acc += ld(g[p * gs0 + o * gs1]);
+      gb[o] = st<T>(acc);
+    }
   }
 }
 
@@ -359,6 +449,13 @@ extern "C" __global__ void direct_gi_##S(const T* grad, const T* w, T* gi, Geo g
     long long cout, long long groups) { direct_gi_body<T>(grad, w, gi, g, cout, groups); } \
 extern "C" __global__ void direct_gw_##S(const T* grad, const T* x, T* gw, Geo g, \
     long long cout, long long groups) { direct_gw_body<T>(grad, x, gw, g, cout, groups); } \
+extern "C" __global__ void direct_bw_##S(const T* grad, const T* x, const T* w, T* gi, \
+    T* gw, T* gb, Geo g, long long cout, long long groups) { \
+  direct_bw_body<T>(grad, x, w, gi, gw, gb, g, cout, groups); } \
+extern "C" __global__ void small_mm_bw_##S(const T* g, const T* x, const T* w, T* gi, \
+    T* gw, T* gb, long long m, long long n, long long k, long long gs0, long long gs1, \
+    long long xs0, long long xs1, long long ws0, long long ws1) { \
+  small_mm_bw_body<T>(g, x, w, gi, gw, gb, m, n, k, gs0, gs1, xs0, xs1, ws0, ws1); } \
 extern "C" __global__ void im2col_##S(const T* x, T* cols, Geo g, int layout_b) { \
   im2col_body<T>(x, cols, g, layout_b); } \
 extern "C" __global__ void col2im_##S(const T* cols, T* out, Geo g, int layout_b) { \
@@ -378,7 +475,7 @@ KERNELS(f64, double)
 _SUFFIX = {D.float16: "f16", D.bfloat16: "bf16", D.float32: "f32", D.float64: "f64"}
 KERNEL_DTYPES = frozenset(_SUFFIX)
 _NAMES = ("im2col", "col2im", "bias", "swap01", "channel_sum", "direct_fwd", "direct_gi",
-          "direct_gw", "small_mm")
+          "direct_gw", "direct_bw", "small_mm", "small_mm_bw")
 _functions: dict = {}  # (name, dtype, device index) -> kernel handle
 
 
@@ -577,6 +674,25 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     return gw
 
 
+def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride, pads,
+                    dilation, groups: int) -> tuple:
+    """(input, weight, bias) gradients of a small convolution in one ``direct_bw`` launch,
+    None for those ``mask`` does not ask for; ``grad`` and ``w`` dense, ``x`` any strides.
+    The bias gradient is each channel's sum in order (one thread a channel)."""
+    dev, dt = grad._storage.device, grad.dtype
+    cout = w._shape[0]
+    gi = Tensor._empty(x._shape, dt, dev) if mask[0] else None
+    gw = Tensor._empty(w._shape, dt, dev) if mask[1] else None
+    gb = Tensor._empty((cout,), dt, dev) if mask[2] else None
+    total = sum(t.numel() for t in (gi, gw, gb) if t is not None)
+    if total:
+        g = _geo(x._shape, x._stride, list(w._shape[2:]), out_sizes, stride, pads, dilation)
+        _launch("direct_bw", grad, total,
+                [_ptr(grad), _ptr(x), _ptr(w), _ptr(gi), _ptr(gw), _ptr(gb), g,
+                 ctypes.c_longlong(cout), ctypes.c_longlong(groups)])
+    return gi, gw, gb
+
+
 # Matrix products of at most this many multiply-adds, and sums of at most this length,
 # run as one small_mm kernel rather than a cuBLAS call (whose host time is the larger;
 # measured with DIRECT_MACS).
@@ -605,6 +721,25 @@ def small_mm(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None) -> T
     return out
 
 
+def small_mm_backward(grad: Tensor, x: Tensor, w: Tensor, mask) -> tuple:
+    """(input, weight, bias) gradients of a small linear layer ``x @ w.T + b`` in one
+    ``small_mm_bw`` launch, None for those ``mask`` does not ask for; ``grad`` (m, n),
+    ``x`` (m, k) and ``w`` (n, k) of any strides. The bias gradient is each column's sum
+    in row order (one thread a column)."""
+    dev, dt = grad._storage.device, grad.dtype
+    (m, n), k = grad._shape, x._shape[1]
+    gi = Tensor._empty((m, k), dt, dev) if mask[0] else None
+    gw = Tensor._empty((n, k), dt, dev) if mask[1] else None
+    gb = Tensor._empty((n,), dt, dev) if mask[2] else None
+    total = sum(t.numel() for t in (gi, gw, gb) if t is not None)
+    if total:
+        _launch("small_mm_bw", grad, total,
+                [_ptr(grad), _ptr(x), _ptr(w), _ptr(gi), _ptr(gw), _ptr(gb),
+                 *[ctypes.c_longlong(v) for v in (m, n, k, *grad._stride, *x._stride,
+                                                  *w._stride)]])
+    return gi, gw, gb
+
+
 def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
     """``_blas.gemm``, a batch of one taken as a plain 2-D product."""
     from refimpl.cuda import _blas
@@ -615,5 +750,6 @@ def gemm(out: Tensor, a: Tensor, b: Tensor, beta=0) -> Tensor:
 
 
 __all__ = ["DIRECT_GW_SUM", "DIRECT_MACS", "KERNEL_DTYPES", "add_bias", "channel_sum", "col2im",
-           "dense", "direct_fits", "direct_forward", "direct_grad_input", "direct_grad_weight",
-           "gemm", "im2col", "small_mm", "small_mm_fits", "swap01", "view"]
+           "dense", "direct_backward", "direct_fits", "direct_forward", "direct_grad_input",
+           "direct_grad_weight", "gemm", "im2col", "small_mm", "small_mm_backward",
+           "small_mm_fits", "swap01", "view"]

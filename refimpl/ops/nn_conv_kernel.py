@@ -244,11 +244,17 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     grad = _CUDA.dense(grad)
     dev, dt = input._storage.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
-    if mask[2]:
-        gb = _CUDA.channel_sum(grad, batch, cout, length)
-    # small problems: a direct kernel per gradient (no columns, no transposed copy)
+    # small problems: direct kernels (no columns, no transposed copy)
     direct_gi = mask[0] and _CUDA.direct_fits(input.numel(), og * _prod(kernel))
     direct_gw = mask[1] and nl <= _CUDA.DIRECT_GW_SUM and _CUDA.direct_fits(weight.numel(), nl)
+    if (direct_gi or not mask[0]) and (direct_gw or not mask[1]) and (
+            nl <= _CUDA.DIRECT_GW_SUM or not mask[2]):
+        # every gradient asked for in one launch (a bias-gradient thread sums nl values)
+        parts = _CUDA.direct_backward(grad, input, _CUDA.dense(weight), mask, out_sizes, stride, pads,
+                                  dilation, groups)
+        return tuple(Tensor._empty((0,), dt, dev) if p is None else p for p in parts)
+    if mask[2]:
+        gb = _CUDA.channel_sum(grad, batch, cout, length)
     if direct_gi:
         gi = _CUDA.direct_grad_input(grad, _CUDA.dense(weight), input._shape, out_sizes,
                                      stride, pads, dilation, groups)

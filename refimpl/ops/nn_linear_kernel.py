@@ -102,6 +102,12 @@ def _bw_cuda(grad, input, weight, mask):
     dev, dt = input._storage.device, input.dtype
     gi = gw = gb = None  # the gradients not asked for are empty tensors
     m, n = grad._shape
+    k = input._shape[1]
+    if (not mask[0] or _CUDA.small_mm_fits(m, k, n)) and (not mask[1] or _CUDA.small_mm_fits(n, k, m)) \
+            and (not mask[2] or m <= _CUDA.SMALL_MM_INNER):
+        # small: every gradient asked for in one launch (a bias-gradient thread sums m rows)
+        parts = _CUDA.small_mm_backward(grad, input, weight, mask)
+        return tuple(Tensor._empty((0,), dt, dev) if p is None else p for p in parts)
     if mask[0]:
         gi = Tensor._empty(input._shape, dt, dev)
         mm = _CUDA.small_mm if _CUDA.small_mm_fits(m, gi._shape[1], n) else _CUDA.gemm

@@ -205,7 +205,8 @@ def test_conv_launch_counts(calls, monkeypatch):
 
 
 def test_small_conv_takes_the_direct_kernels(calls):
-    # the training step's sizes fit the default limits: one kernel a product
+    # the training step's sizes fit the default limits: one kernel for the forward, one
+    # for the three gradients
     x = t.tensor(_rn(8, 8, 6, 6), device="cuda", requires_grad=True)
     w = t.tensor(_rn(16, 8, 3, 3), device="cuda", requires_grad=True)
     b = t.tensor(_rn(16), device="cuda", requires_grad=True)
@@ -213,7 +214,7 @@ def test_small_conv_takes_the_direct_kernels(calls):
     assert calls == ["direct_fwd"]
     calls.clear()
     (out * out).sum().backward()
-    assert calls == ["channel_sum", "direct_gi", "direct_gw"], calls
+    assert calls == ["direct_bw"], calls
     # so do the bench sizes' (batch 32, 16 -> 32 channels over 16 x 16)
     calls.clear()
     RF.conv2d(t.randn(32, 16, 16, 16, device="cuda"), t.randn(32, 16, 3, 3, device="cuda"),
@@ -232,17 +233,18 @@ def test_small_conv_takes_the_direct_kernels(calls):
                                                   ((300, 129), 257)])
 @pytest.mark.parametrize("small", [False, True])
 def test_linear_matches_torch_and_cpu(xs, out_features, dtype, small, calls, monkeypatch):
-    # the size limit picks the path: cuBLAS GEMMs, or one small_mm kernel a product
+    # the size limit picks the path: cuBLAS GEMMs, or one small_mm kernel for the forward
+    # and one small_mm_bw for the three gradients
     monkeypatch.setattr(K, "SMALL_MM_MACS", 1 << 40 if small else 0)
     arrays = [_rn(*xs), _rn(out_features, xs[-1], seed=1), _rn(out_features, seed=2)]
     _compare(RF.linear, torch.nn.functional.linear, arrays, dtype)
     forward = ["small_mm"] if small else ["bias", "gemm"]
-    mm = "small_mm" if small else "gemm"
+    backward = ["small_mm_bw"] if small else ["channel_sum", "gemm", "gemm"]
     assert calls[:len(forward)] == forward, calls
-    assert sorted(calls[len(forward):]) == sorted(["channel_sum", mm, mm]), calls
+    assert sorted(calls[len(forward):]) == sorted(backward), calls
 
 
-def test_small_linear_takes_one_kernel_a_product(calls):
+def test_small_linear_takes_one_kernel_each_way(calls):
     x = t.tensor(_rn(48, 16), device="cuda", requires_grad=True)
     w = t.tensor(_rn(64, 16), device="cuda", requires_grad=True)
     b = t.tensor(_rn(64), device="cuda", requires_grad=True)
@@ -250,7 +252,7 @@ def test_small_linear_takes_one_kernel_a_product(calls):
     assert calls == ["small_mm"]
     calls.clear()
     (out * out).sum().backward()
-    assert calls == ["small_mm", "small_mm", "channel_sum"], calls
+    assert calls == ["small_mm_bw"], calls
 
 
 def test_linear_transposed_input():
