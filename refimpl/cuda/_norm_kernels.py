@@ -23,7 +23,8 @@ batch is thus copied once). Index arithmetic is 64-bit.
   partial sums of ``g`` and ``g * (x - mean)`` (``bn_bw_sums``) and then the input
   gradient and the weight/bias gradients (``bn_bw_apply``).
   A channel of one chunk (P = 1) runs both steps in one launch (``bn_one``,
-  ``bn_bw_one``: the same device code, so the same bits).
+  ``bn_bw_one``: the same device code, so the same bits; the one partial stays in the
+  block's shared memory, with no scratch tensor).
   The running statistics' update of ``batch_norm`` is one more launch
   (``bn_running``, called by ``nn_norm._update_running``) instead of five ops.
 * Layer norm, input viewed as (R, D): one warp per row for D <= 1024, else one block of
@@ -105,7 +106,7 @@ __device__ __forceinline__ long long nchw(long long j, long long c, long long C,
 // Welford partials of channel c, chunk p: part[(c * P + p) * 3 + {0, 1, 2}].
 template<class T, class A>
 __device__ void bn_stats(const T* x, A* part, long long C, long long hw, long long M,
-                         long long chunk, long long P) {
+                         long long chunk, long long P, long long cs) {
   __shared__ Welford<A> sh[32];
   const long long c = blockIdx.x / P, p = blockIdx.x % P;
   const long long j0 = p * chunk, j1 = min(M, j0 + chunk);
@@ -123,7 +124,7 @@ __device__ void bn_stats(const T* x, A* part, long long C, long long hw, long lo
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int i = 1; i < (int)(blockDim.x >> 5); ++i) w = wf_merge(w, sh[i]);
-    A* out = part + (c * P + p) * 3;
+    A* out = part + c * cs + p * 3;
     out[0] = w.n; out[1] = w.m; out[2] = w.m2;
   }
 }
@@ -131,7 +132,8 @@ __device__ void bn_stats(const T* x, A* part, long long C, long long hw, long lo
 // y = (x - mean) * (invstd * w) + b over chunk p of channel c; the statistics merged
 // from the P Welford partials (written out by the chunk-0 block) or read from mean/var.
 template<class T, class A>
-__device__ void bn_apply(const T* x, T* y, const A* part, long long P, const T* mean_in,
+__device__ void bn_apply(const T* x, T* y, const A* part, long long P, long long cs,
+                         const T* mean_in,
                          const T* var_in, const T* w, const T* b, T* mean_out, T* var_out,
                          long long C, long long hw, long long M, long long chunk,
                          long long Pa, A eps) {
@@ -142,7 +144,7 @@ __device__ void bn_apply(const T* x, T* y, const A* part, long long P, const T* 
     if (part) {
       Welford<double> acc = {0.0, 0.0, 0.0};
       for (long long i = 0; i < P; ++i) {
-        const A* q = part + (c * P + i) * 3;
+        const A* q = part + c * cs + i * 3;
         Welford<double> o = {(double)q[0], (double)q[1], (double)q[2]};
         acc = wf_merge(acc, o);
       }
@@ -170,7 +172,8 @@ __device__ void bn_apply(const T* x, T* y, const A* part, long long P, const T* 
 // Partial sums of g and g * (x - mean) of channel c, chunk p: part[(c * P + p) * 2 + k].
 template<class T, class A>
 __device__ void bn_bw_sums(const T* g, const T* x, const T* mean, A* part, long long C,
-                           long long hw, long long M, long long chunk, long long P) {
+                           long long hw, long long M, long long chunk, long long P,
+                           long long cs) {
   __shared__ A sh[33];
   const long long c = blockIdx.x / P, p = blockIdx.x % P;
   const long long j0 = p * chunk, j1 = min(M, j0 + chunk);
@@ -185,7 +188,7 @@ __device__ void bn_bw_sums(const T* g, const T* x, const T* mean, A* part, long 
   s = row_sum(s, sh);
   sd = row_sum(sd, sh);
   if (threadIdx.x == 0) {
-    A* out = part + (c * P + p) * 2;
+    A* out = part + c * cs + p * 2;
     out[0] = s; out[1] = sd;
   }
 }
@@ -194,7 +197,8 @@ __device__ void bn_bw_sums(const T* g, const T* x, const T* mean, A* part, long 
 // gradients, from the P partials of bn_bw_sums (absent in evaluation without them).
 template<class T, class A>
 __device__ void bn_bw_apply(const T* g, const T* x, const T* mean, const T* var,
-                            const T* w, const A* part, long long P, T* gi, T* gw, T* gb,
+                            const T* w, const A* part, long long P, long long cs, T* gi,
+                            T* gw, T* gb,
                             long long C, long long hw, long long M, long long chunk,
                             long long Pa, A eps, int training) {
   __shared__ A st[4];
@@ -205,8 +209,8 @@ __device__ void bn_bw_apply(const T* g, const T* x, const T* mean, const T* var,
     if (part) {
       double s = 0.0, sd = 0.0;
       for (long long i = 0; i < P; ++i) {
-        s += (double)part[(c * P + i) * 2];
-        sd += (double)part[(c * P + i) * 2 + 1];
+        s += (double)part[c * cs + i * 2];
+        sd += (double)part[c * cs + i * 2 + 1];
       }
       gsum = (A)s;
       gdot = (A)(sd * (double)invstd);
@@ -352,29 +356,31 @@ extern "C" __global__ void bn_running_##S(T* rm, T* rv, const T* mean, const T* 
   bn_running<T>(rm, rv, mean, var, C, keep, momentum, factor); } \
 extern "C" __global__ void bn_stats_##S(const T* x, A* part, long long C, long long hw, \
     long long M, long long chunk, long long P) { \
-  bn_stats<T, A>(x, part, C, hw, M, chunk, P); } \
+  bn_stats<T, A>(x, part, C, hw, M, chunk, P, P * 3); } \
 extern "C" __global__ void bn_apply_##S(const T* x, T* y, const A* part, long long P, \
     const T* mi, const T* vi, const T* w, const T* b, T* mo, T* vo, long long C, \
     long long hw, long long M, long long chunk, long long Pa, A eps) { \
-  bn_apply<T, A>(x, y, part, P, mi, vi, w, b, mo, vo, C, hw, M, chunk, Pa, eps); } \
-extern "C" __global__ void bn_one_##S(const T* x, T* y, A* part, const T* w, const T* b, \
+  bn_apply<T, A>(x, y, part, P, P * 3, mi, vi, w, b, mo, vo, C, hw, M, chunk, Pa, eps); } \
+extern "C" __global__ void bn_one_##S(const T* x, T* y, const T* w, const T* b, \
     T* mo, T* vo, long long C, long long hw, long long M, A eps) { \
-  bn_stats<T, A>(x, part, C, hw, M, M, 1); \
-  bn_apply<T, A>(x, y, part, 1, nullptr, nullptr, w, b, mo, vo, C, hw, M, M, 1, eps); } \
+  __shared__ A part[3]; /* the block's one partial, kept by its thread 0 */ \
+  bn_stats<T, A>(x, part, C, hw, M, M, 1, 0); \
+  bn_apply<T, A>(x, y, part, 1, 0, nullptr, nullptr, w, b, mo, vo, C, hw, M, M, 1, eps); } \
 extern "C" __global__ void bn_bw_one_##S(const T* g, const T* x, const T* mean, \
-    const T* var, const T* w, A* part, T* gi, T* gw, T* gb, long long C, long long hw, \
+    const T* var, const T* w, T* gi, T* gw, T* gb, long long C, long long hw, \
     long long M, A eps, int training) { \
-  bn_bw_sums<T, A>(g, x, mean, part, C, hw, M, M, 1); \
-  bn_bw_apply<T, A>(g, x, mean, var, w, part, 1, gi, gw, gb, C, hw, M, M, 1, eps, \
+  __shared__ A part[2]; /* the block's one pair of sums, kept by its thread 0 */ \
+  bn_bw_sums<T, A>(g, x, mean, part, C, hw, M, M, 1, 0); \
+  bn_bw_apply<T, A>(g, x, mean, var, w, part, 1, 0, gi, gw, gb, C, hw, M, M, 1, eps, \
                     training); } \
 extern "C" __global__ void bn_bw_sums_##S(const T* g, const T* x, const T* mean, \
     A* part, long long C, long long hw, long long M, long long chunk, long long P) { \
-  bn_bw_sums<T, A>(g, x, mean, part, C, hw, M, chunk, P); } \
+  bn_bw_sums<T, A>(g, x, mean, part, C, hw, M, chunk, P, P * 2); } \
 extern "C" __global__ void bn_bw_apply_##S(const T* g, const T* x, const T* mean, \
     const T* var, const T* w, const A* part, long long P, T* gi, T* gw, T* gb, \
     long long C, long long hw, long long M, long long chunk, long long Pa, A eps, \
     int training) { \
-  bn_bw_apply<T, A>(g, x, mean, var, w, part, P, gi, gw, gb, C, hw, M, chunk, Pa, eps, \
+  bn_bw_apply<T, A>(g, x, mean, var, w, part, P, P * 2, gi, gw, gb, C, hw, M, chunk, Pa, eps, \
                     training); } \
 extern "C" __global__ void ln_fwd_##S(const T* x, const T* w, const T* b, T* y, \
     T* mean, T* rstd, long long R, long long D, A eps) { \
@@ -454,13 +460,13 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
     dims = [ctypes.c_longlong(v) for v in (c, hw, m, chunk, p)]
     y = Tensor._empty(x.shape, dt, dev)
     if training:
-        part = Tensor._empty((c * p * 3,), _acc(x), dev)
         mean, var = Tensor._empty((c,), dt, dev), Tensor._empty((c,), dt, dev)
         if p == 1:  # one chunk a channel: statistics and normalisation in one launch
             _launch("bn_one", x, (c, 1, 1), (_BLOCK, 1, 1),
-                    [_ptr(x), _ptr(y), _ptr(part), _ptr(weight), _ptr(bias), _ptr(mean),
-                     _ptr(var), *dims[:3], T(eps)])
+                    [_ptr(x), _ptr(y), _ptr(weight), _ptr(bias), _ptr(mean), _ptr(var),
+                     *dims[:3], T(eps)])
             return y, mean, var
+        part = Tensor._empty((c * p * 3,), _acc(x), dev)
         _launch("bn_stats", x, (c * p, 1, 1), (_BLOCK, 1, 1), [_ptr(x), _ptr(part), *dims])
         mi = vi = None
     else:
@@ -514,15 +520,13 @@ def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: 
     dims = [ctypes.c_longlong(v) for v in (c, hw, m, chunk)]
     part = None
     if mask[1] or mask[2] or (mask[0] and training):
-        part = Tensor._empty((c * p * 2,), _acc(x), dev)
         if p == 1:  # one chunk a channel: sums and gradients in one launch
             _launch("bn_bw_one", x, (c, 1, 1), (_BLOCK, 1, 1),
-                    [_ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(part),
-                     _ptr(gi), _ptr(gw), _ptr(gb), *dims[:3], T(eps),
-                     ctypes.c_int(bool(training))])
-            part = None
+                    [_ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(gi),
+                     _ptr(gw), _ptr(gb), *dims[:3], T(eps), ctypes.c_int(bool(training))])
             mask = (False, False, False)  # every gradient asked for is written
         else:
+            part = Tensor._empty((c * p * 2,), _acc(x), dev)
             _launch("bn_bw_sums", x, (c * p, 1, 1), (_BLOCK, 1, 1),
                     [_ptr(g), _ptr(x), _ptr(mean), _ptr(part), *dims, ctypes.c_longlong(p)])
     if part is not None or mask[0]:
