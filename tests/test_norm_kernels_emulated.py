@@ -201,8 +201,9 @@ def test_batch_norm_kernels(emu, dtype, shape, training):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,n", [((4, 6, 8), 1), ((3, 5, 7), 2), ((2, 1100), 1),
-                                     ((200, 40), 1), ((5, 1), 1)])
+                                     ((200, 40), 1), ((5, 1), 1), ((1300, 3), 1)])
 def test_layer_norm_kernels(emu, dtype, shape, n):
+    # (1300 rows: more than one chunk of rows, summed by ln_bw_cols_final)
     rng = np.random.default_rng(sum(shape))
     norm = shape[len(shape) - n:]
     x = (rng.standard_normal(shape) * 2 + 1).astype(dtype)

@@ -540,6 +540,9 @@ def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: 
             gb if gb is not None else empty)
 
 
+_ONE_CHUNK_ROWS = 1024
+
+
 def _row_shape(d: int, r: int) -> tuple[tuple, tuple]:
     """(grid, block) of the row kernels: a warp per row (4 rows a block) for short rows,
     else 256 threads per row."""
@@ -589,7 +592,9 @@ def layer_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, rstd:
         gw = Tensor._empty(norm, dt, dev) if mask[1] else None
         gb = Tensor._empty(norm, dt, dev) if mask[2] else None
         cols = -(-d // 32)
-        chunks = max(1, min(-(-r // 16), -(-512 // cols), 65535))
+        # chunks of rows in parallel, summed by a second launch; up to _ONE_CHUNK_ROWS rows
+        # one chunk (one launch, no partial buffers: the launches cost more than the sums)
+        chunks = 1 if r <= _ONE_CHUNK_ROWS else max(1, min(-(-r // 16), -(-512 // cols), 65535))
         rows = -(-r // chunks)
         chunks = -(-r // rows)
         acc = _acc(x)
