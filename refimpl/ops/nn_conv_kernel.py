@@ -250,8 +250,8 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     if (direct_gi or not mask[0]) and (direct_gw or not mask[1]) and (
             nl <= _CUDA.DIRECT_GW_SUM or not mask[2]):
         # every gradient asked for in one launch (a bias-gradient thread sums nl values)
-        parts = _CUDA.direct_backward(grad, input, _CUDA.dense(weight), mask, out_sizes, stride, pads,
-                                  dilation, groups)
+        parts = _CUDA.direct_backward(grad, input, _CUDA.dense(weight), mask, out_sizes,
+                                      stride, pads, dilation, groups)
         return tuple(Tensor._empty((0,), dt, dev) if p is None else p for p in parts)
     if mask[2]:
         gb = _CUDA.channel_sum(grad, batch, cout, length)
