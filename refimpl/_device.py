@@ -62,7 +62,10 @@ class device:
         return self
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+        if other is self:
+            return True  # (tensors of one device mostly share its object)
+        return isinstance(other, device) and self.type == other.type and \
+            self.index == other.index
 
     def __hash__(self) -> int:
         return hash((self.type, self.index))

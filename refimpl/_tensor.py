@@ -279,6 +279,8 @@ class Tensor(TensorAutogradMixin):
             from refimpl._memory_format import is_contiguous_in
 
             return is_contiguous_in(self._shape, self._stride, memory_format)
+        if self._stride == _STRIDES.get(self._shape):
+            return True  # the usual case, without the loop: the strides a fresh tensor gets
         expected = 1
         for size, st in zip(reversed(self._shape), reversed(self._stride)):
             if size == 1:

@@ -25,6 +25,7 @@ import refimpl as t
 import refimpl.ops.nn_layer_norm_kernel as LK
 import refimpl.ops.nn_norm_kernel as BK
 from refimpl import _dtype as D
+from refimpl.cuda import _driver
 from refimpl.cuda import _norm_kernels as K
 
 _SHIM = r"""
@@ -146,10 +147,15 @@ class _Buffer:
 
 @pytest.fixture
 def emu(lib, monkeypatch):
-    def launch(name, like, grid, block, args):
+    def launch(name, like, grid, block, fmt, *args):
+        # the launcher's own packing (``_driver.ParamLayout``), read by the emulated
+        # kernel through its kernelParams array as the driver reads it
         fn = getattr(lib, f"emu_{name}_{K._SUFFIX[like.dtype][0]}")
-        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        fn(*(ctypes.c_uint(v) for v in (grid[0], grid[1], block[0], block[1])), ptrs)
+        layout = _driver.param_layout(fmt.replace("F", "f" if like.dtype is D.float32 else "d"))
+        data, params = layout.buffers()
+        layout.struct.pack_into(data, 0, *args)
+        fn(*(ctypes.c_uint(v) for v in (grid[0], grid[1], block[0], block[1])),
+           ctypes.c_void_p(params))
 
     monkeypatch.setattr(K, "Tensor", _Buffer)
     monkeypatch.setattr(K, "_launch", launch)

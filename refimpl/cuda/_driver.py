@@ -578,6 +578,114 @@ def launch(ordinal: int, function: int, grid: tuple[int, int, int],
         raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
 
 
+class ParamLayout:
+    """How one kernel signature's arguments are packed for :func:`launch_packed`.
+
+    ``fmt`` spells the kernel's parameters in order, one ``struct`` code each: ``P`` a
+    pointer, ``q`` a ``long long``, ``i`` an ``int``, ``f`` a ``float``, ``d`` a
+    ``double``, ``<n>s`` a struct of ``n`` bytes passed by value. Each thread packs into
+    a buffer of its own, and the ``kernelParams`` array (one pointer per parameter, into
+    that buffer) is built once with it: a launch is one ``pack_into`` and the driver
+    call, where ctypes values cost one object per argument and an array per launch.
+    The driver copies the values at launch (and into the node, when a graph captures
+    it), so the buffer is free again as soon as the call returns.
+    """
+
+    def __init__(self, fmt: str) -> None:
+        import struct
+
+        self.fmt = fmt
+        self.struct = struct.Struct("@" + fmt.replace("P", "Q"))
+        self.sizes: list[int] = []
+        self.offsets: list[int] = []
+        prefix = "@"
+        for code in _param_codes(fmt):
+            prefix += code
+            size = struct.calcsize("@" + code)
+            self.offsets.append(struct.calcsize(prefix) - size)
+            self.sizes.append(size)
+        self.local = threading.local()
+        self.checked: set[int] = set()  # functions whose parameters matched the layout
+
+    def buffers(self) -> tuple[ctypes.Array, int]:
+        """This thread's (value buffer, address of its kernelParams array)."""
+        bufs = getattr(self.local, "bufs", None)
+        if bufs is None:
+            data = ctypes.create_string_buffer(max(self.struct.size, 1))
+            base = ctypes.addressof(data)
+            array = (ctypes.c_void_p * max(len(self.offsets), 1))(
+                *[base + off for off in self.offsets])
+            bufs = self.local.bufs = (data, ctypes.addressof(array), array)
+        return bufs[0], bufs[1]
+
+    def check(self, function: int, name: str) -> None:
+        """Compare the layout with the kernel's own parameters (``cuFuncGetParamInfo``),
+        once per function: a wrong count or size raises instead of launching garbage."""
+        d = _load("driver")
+        query = getattr(d, "cuFuncGetParamInfo", None)
+        if query is not None:
+            sizes = []
+            while True:
+                out = query(d.CUfunction(function), len(sizes))
+                if int(out[0]) != CUDA_SUCCESS:
+                    break
+                sizes.append(int(out[2]))
+            if sizes and sizes != self.sizes:
+                raise RuntimeError(
+                    f"kernel parameters of {name} do not match the launch layout "
+                    f"'{self.fmt}': the kernel takes sizes {sizes}, the launch packs "
+                    f"{self.sizes}")
+        self.checked.add(function)
+
+
+def _param_codes(fmt: str) -> list[str]:
+    """The codes of a layout, a byte count kept with its ``s``."""
+    codes, digits = [], ""
+    for ch in fmt:
+        if ch.isdigit():
+            digits += ch
+            continue
+        codes.append(digits + ch)
+        digits = ""
+    return codes
+
+
+_LAYOUTS: dict[str, ParamLayout] = {}
+
+
+def param_layout(fmt: str) -> ParamLayout:
+    """The shared :class:`ParamLayout` of ``fmt``."""
+    layout = _LAYOUTS.get(fmt)
+    if layout is None:
+        layout = _LAYOUTS.setdefault(fmt, ParamLayout(fmt))
+    return layout
+
+
+def launch_packed(ordinal: int, function: int, grid: tuple[int, int, int],
+                  block: tuple[int, int, int], fmt: str, values, stream: int,
+                  shared_mem: int = 0, name: str = "kernel") -> None:
+    """``cuLaunchKernel`` with the arguments ``values`` (plain ints, floats and bytes,
+    pointers as ints, 0 for NULL) packed by the layout ``fmt`` (see :class:`ParamLayout`).
+    The first launch of each function checks the layout against the kernel."""
+    layout = _LAYOUTS.get(fmt) or param_layout(fmt)
+    if _tls.device != ordinal:
+        use_device(ordinal)
+    if function not in layout.checked:
+        layout.check(function, name)
+    data, params = layout.buffers()
+    layout.struct.pack_into(data, 0, *values)
+    observer = LAUNCH_OBSERVER
+    if observer is not None:
+        observer(ordinal, function, stream, True)
+    code = int(_load("driver").cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
+                                              block[1], block[2], shared_mem, stream,
+                                              params, 0)[0])
+    if observer is not None:
+        observer(ordinal, function, stream, False)
+    if code != CUDA_SUCCESS:
+        raise CudaDriverError("cuLaunchKernel", code, *_describe(code))
+
+
 def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
               stream: int) -> None:
     """``cuLaunchKernel`` on a 1-D grid with a prebuilt ``kernelParams`` array address.

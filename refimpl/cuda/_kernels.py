@@ -210,6 +210,17 @@ def _launch(fn: int, idx: int, stream: int, n: int, args: list[Any]) -> None:
     _driver.launch(idx, fn, (grid, 1, 1), (_BLOCK, 1, 1), args, stream)
 
 
+def _launch_packed(fn: int, idx: int, stream: int, n: int, fmt: str, args: tuple,
+                   name: str) -> None:
+    """``_launch`` with plain values packed by ``fmt`` (``_driver.launch_packed``): the
+    hot copies and fills."""
+    grid = min(max(math.ceil(n / _BLOCK), 1), _MAX_GRID)
+    _driver.launch_packed(idx, fn, (grid, 1, 1), (_BLOCK, 1, 1), fmt, args, stream, 0, name)
+
+
+_COPY_FMT = f"PP{ctypes.sizeof(_Meta)}s"
+
+
 def _meta(n: int, shape: list[int], dst_strides: list[int], src_strides: list[int]) -> _Meta:
     if len(shape) > MAX_DIMS:
         raise ValueError(
@@ -263,9 +274,9 @@ def fill(dst: int, dtype: Any, shape: list[int], strides: list[int], value: Any,
             _driver.memset_async(idx, dst, word, n, itemsize, stream)
             return
     fn = _nvrtc.get_function(_fill_source(name), "fill_kernel", idx)
-    value_arg = (ctypes.c_char * itemsize).from_buffer_copy(raw)
-    meta = _meta(n, cshape, cstrides, [0] * len(cshape))
-    _launch(fn, idx, stream, n, [ctypes.c_uint64(dst), value_arg, meta])
+    meta = bytes(_meta(n, cshape, cstrides, [0] * len(cshape)))
+    _launch_packed(fn, idx, stream, n, f"P{itemsize}s{len(meta)}s", (dst, raw, meta),
+                   "fill_kernel")
 
 
 def copy(dst: int, dst_dtype: Any, dst_strides: list[int], src: int, src_dtype: Any,
@@ -291,9 +302,9 @@ def copy(dst: int, dst_dtype: Any, dst_strides: list[int], src: int, src_dtype: 
         return
     fn = _nvrtc.get_function(_copy_source(dname, sname), "copy_kernel", idx)
     meta = layout[4]
-    if meta is None:
-        meta = layout[4] = _meta(n, layout[1], layout[2], layout[3])
-    _launch(fn, idx, stream, n, [ctypes.c_uint64(dst), ctypes.c_uint64(src), meta])
+    if meta is None:  # (the Meta struct's bytes, as the launch passes it)
+        meta = layout[4] = bytes(_meta(n, layout[1], layout[2], layout[3]))
+    _launch_packed(fn, idx, stream, n, _COPY_FMT, (dst, src, meta), "copy_kernel")
 
 
 def sleep(cycles: int, *, device: int | None = None, stream: int | None = None) -> None:

@@ -403,7 +403,8 @@ KERNELS = ("bn_running", "bn_stats", "bn_apply", "bn_bw_sums", "bn_bw_apply", "b
            "bn_bw_one", "ln_fwd", "ln_bw_rows", "ln_bw_cols", "ln_bw_cols_final")
 _SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
 _BLOCK = 256
-_functions: dict = {}  # (name, dtype, device index) -> kernel handle
+# (name, dtype, device index) -> (kernel handle, full name, {launch fmt: packed fmt})
+_functions: dict = {}
 
 
 def takes(*tensors) -> bool:
@@ -414,24 +415,31 @@ def takes(*tensors) -> bool:
         t is None or t.dtype is first.dtype and t.device == first.device for t in tensors)
 
 
-def _ptr(t: Tensor | None) -> ctypes.c_uint64:
-    if t is None:
-        return ctypes.c_uint64(0)
-    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+def _ptr(t: Tensor | None) -> int:
+    """The address of ``t``'s first element (0 for None)."""
+    return 0 if t is None else t._storage._data.ptr + t._offset * t.dtype.itemsize
 
 
 def _plain(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.is_contiguous() else t.contiguous()
 
 
-def _launch(name: str, like: Tensor, grid: tuple, block: tuple, args: list) -> None:
+def _launch(name: str, like: Tensor, grid: tuple, block: tuple, fmt: str, *args) -> None:
+    """Launch ``name`` for ``like``'s dtype; ``fmt`` spells its parameters as
+    ``_driver.ParamLayout`` does, with ``F`` for the dtype's own float (T or A)."""
     index = like._storage.device.index
     key = (name, like.dtype, index)
-    fn = _functions.get(key)
-    if fn is None:
-        fn = load_functions(_SOURCE, (f"{name}_{_SUFFIX[like.dtype][0]}",), index)[0]
-        _functions[key] = fn
-    _driver.launch(index, fn, grid, block, args, streams.current_stream_handle(index))
+    entry = _functions.get(key)
+    if entry is None:
+        suffix = _SUFFIX[like.dtype][0]
+        fn = load_functions(_SOURCE, (f"{name}_{suffix}",), index)[0]
+        entry = _functions[key] = (fn, f"{name}_{suffix}", {})
+    fn, full, fmts = entry
+    layout = fmts.get(fmt)
+    if layout is None:
+        layout = fmts[fmt] = fmt.replace("F", "f" if like.dtype is D.float32 else "d")
+    _driver.launch_packed(index, fn, grid, block, layout, args,
+                          streams.current_stream_handle(index), 0, full)
 
 
 def _chunks(c: int, m: int) -> tuple[int, int]:
@@ -456,25 +464,24 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
     m = x.numel() // c
     hw = m // x.shape[0]
     p, chunk = _chunks(c, m)
-    T = _SUFFIX[dt][1]
-    dims = [ctypes.c_longlong(v) for v in (c, hw, m, chunk, p)]
     y = Tensor._empty(x.shape, dt, dev)
     if training:
         mean, var = Tensor._empty((c,), dt, dev), Tensor._empty((c,), dt, dev)
         if p == 1:  # one chunk a channel: statistics and normalisation in one launch
-            _launch("bn_one", x, (c, 1, 1), (_BLOCK, 1, 1),
-                    [_ptr(x), _ptr(y), _ptr(weight), _ptr(bias), _ptr(mean), _ptr(var),
-                     *dims[:3], T(eps)])
+            _launch("bn_one", x, (c, 1, 1), (_BLOCK, 1, 1), "PPPPPPqqqF",
+                    _ptr(x), _ptr(y), _ptr(weight), _ptr(bias), _ptr(mean), _ptr(var),
+                    c, hw, m, eps)
             return y, mean, var
         part = Tensor._empty((c * p * 3,), _acc(x), dev)
-        _launch("bn_stats", x, (c * p, 1, 1), (_BLOCK, 1, 1), [_ptr(x), _ptr(part), *dims])
+        _launch("bn_stats", x, (c * p, 1, 1), (_BLOCK, 1, 1), "PPqqqqq",
+                _ptr(x), _ptr(part), c, hw, m, chunk, p)
         mi = vi = None
     else:
         part, mi, vi = None, _plain(mean), _plain(var)
-    _launch("bn_apply", x, (c * p, 1, 1), (_BLOCK, 1, 1),
-            [_ptr(x), _ptr(y), _ptr(part), ctypes.c_longlong(p), _ptr(mi), _ptr(vi),
-             _ptr(weight), _ptr(bias), _ptr(mean if training else None),
-             _ptr(var if training else None), *dims[:4], ctypes.c_longlong(p), T(eps)])
+    _launch("bn_apply", x, (c * p, 1, 1), (_BLOCK, 1, 1), "PPPqPPPPPPqqqqqF",
+            _ptr(x), _ptr(y), _ptr(part), p, _ptr(mi), _ptr(vi), _ptr(weight), _ptr(bias),
+            _ptr(mean if training else None), _ptr(var if training else None),
+            c, hw, m, chunk, p, eps)
     return y, mean, var
 
 
@@ -494,10 +501,9 @@ def update_running(running_mean: Tensor, running_var: Tensor, mean: Tensor, var:
         return False
     c = running_mean.numel()
     if c:
-        T = _SUFFIX[mean.dtype][1]
-        _launch("bn_running", mean, (-(-c // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                [_ptr(running_mean), _ptr(running_var), _ptr(mean), _ptr(var),
-                 ctypes.c_longlong(c), T(1 - momentum), T(momentum), T(n / (n - 1))])
+        _launch("bn_running", mean, (-(-c // _BLOCK), 1, 1), (_BLOCK, 1, 1), "PPPPqFFF",
+                _ptr(running_mean), _ptr(running_var), _ptr(mean), _ptr(var), c,
+                1 - momentum, momentum, n / (n - 1))
     running_mean._version_counter.version += 2
     running_var._version_counter.version += 2
     return True
@@ -513,28 +519,25 @@ def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: 
     m = x.numel() // c
     hw = m // x.shape[0]
     p, chunk = _chunks(c, m)
-    T = _SUFFIX[dt][1]
     gi = Tensor._empty(x.shape, dt, dev) if mask[0] else None
     gw = Tensor._empty((c,), dt, dev) if mask[1] else None
     gb = Tensor._empty((c,), dt, dev) if mask[2] else None
-    dims = [ctypes.c_longlong(v) for v in (c, hw, m, chunk)]
     part = None
     if mask[1] or mask[2] or (mask[0] and training):
         if p == 1:  # one chunk a channel: sums and gradients in one launch
-            _launch("bn_bw_one", x, (c, 1, 1), (_BLOCK, 1, 1),
-                    [_ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(gi),
-                     _ptr(gw), _ptr(gb), *dims[:3], T(eps), ctypes.c_int(bool(training))])
+            _launch("bn_bw_one", x, (c, 1, 1), (_BLOCK, 1, 1), "PPPPPPPPqqqFi",
+                    _ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(gi),
+                    _ptr(gw), _ptr(gb), c, hw, m, eps, bool(training))
             mask = (False, False, False)  # every gradient asked for is written
         else:
             part = Tensor._empty((c * p * 2,), _acc(x), dev)
-            _launch("bn_bw_sums", x, (c * p, 1, 1), (_BLOCK, 1, 1),
-                    [_ptr(g), _ptr(x), _ptr(mean), _ptr(part), *dims, ctypes.c_longlong(p)])
+            _launch("bn_bw_sums", x, (c * p, 1, 1), (_BLOCK, 1, 1), "PPPPqqqqq",
+                    _ptr(g), _ptr(x), _ptr(mean), _ptr(part), c, hw, m, chunk, p)
     if part is not None or mask[0]:
         pa = p if mask[0] else 1  # without the input gradient one block per channel
-        _launch("bn_bw_apply", x, (c * pa, 1, 1), (_BLOCK, 1, 1),
-                [_ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(part),
-                 ctypes.c_longlong(p), _ptr(gi), _ptr(gw), _ptr(gb), *dims,
-                 ctypes.c_longlong(pa), T(eps), ctypes.c_int(bool(training))])
+        _launch("bn_bw_apply", x, (c * pa, 1, 1), (_BLOCK, 1, 1), "PPPPPPqPPPqqqqqFi",
+                _ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(part), p,
+                _ptr(gi), _ptr(gw), _ptr(gb), c, hw, m, chunk, pa, eps, bool(training))
     empty = Tensor._empty((0,), dt, dev)
     return (gi if gi is not None else empty, gw if gw is not None else empty,
             gb if gb is not None else empty)
@@ -564,9 +567,8 @@ def layer_norm(input: Tensor, weight, bias, n: int,
     stat = (*lead, *([1] * n))
     mean, rstd = Tensor._empty(stat, dt, dev), Tensor._empty(stat, dt, dev)
     grid, block = _row_shape(d, r)
-    _launch("ln_fwd", x, grid, block,
-            [_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), _ptr(mean), _ptr(rstd),
-             ctypes.c_longlong(r), ctypes.c_longlong(d), _SUFFIX[dt][1](eps)])
+    _launch("ln_fwd", x, grid, block, "PPPPPPqqF",
+            _ptr(x), _ptr(weight), _ptr(bias), _ptr(y), _ptr(mean), _ptr(rstd), r, d, eps)
     return y, mean, rstd
 
 
@@ -580,14 +582,13 @@ def layer_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, rstd:
     norm = tuple(x.shape[x.dim() - n:])
     d = math.prod(norm)
     r = x.numel() // d
-    rr, dd = ctypes.c_longlong(r), ctypes.c_longlong(d)
     empty = Tensor._empty((0,), dt, dev)
     gi = gw = gb = empty
     if mask[0]:
         gi = Tensor._empty(x.shape, dt, dev)
         grid, block = _row_shape(d, r)
-        _launch("ln_bw_rows", x, grid, block,
-                [_ptr(g), _ptr(x), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(gi), rr, dd])
+        _launch("ln_bw_rows", x, grid, block, "PPPPPPqq",
+                _ptr(g), _ptr(x), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(gi), r, d)
     if mask[1] or mask[2]:
         gw = Tensor._empty(norm, dt, dev) if mask[1] else None
         gb = Tensor._empty(norm, dt, dev) if mask[2] else None
@@ -600,13 +601,13 @@ def layer_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, rstd:
         acc = _acc(x)
         pw = Tensor._empty((chunks * d,), acc, dev) if mask[1] and chunks > 1 else None
         pb = Tensor._empty((chunks * d,), acc, dev) if mask[2] and chunks > 1 else None
-        _launch("ln_bw_cols", x, (cols, chunks, 1), (32, 8, 1),
-                [_ptr(g), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(pw), _ptr(pb), _ptr(gw),
-                 _ptr(gb), rr, dd, ctypes.c_longlong(rows)])
+        _launch("ln_bw_cols", x, (cols, chunks, 1), (32, 8, 1), "PPPPPPPPqqq",
+                _ptr(g), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(pw), _ptr(pb), _ptr(gw),
+                _ptr(gb), r, d, rows)
         if chunks > 1:
             _launch("ln_bw_cols_final", x, (min(-(-d // _BLOCK), 4096), 1, 1),
-                    (_BLOCK, 1, 1),
-                    [_ptr(pw), _ptr(pb), _ptr(gw), _ptr(gb), dd, ctypes.c_longlong(chunks)])
+                    (_BLOCK, 1, 1), "PPPPqq", _ptr(pw), _ptr(pb), _ptr(gw), _ptr(gb), d,
+                    chunks)
         gw = empty if gw is None else gw
         gb = empty if gb is None else gb
     return gi, gw, gb

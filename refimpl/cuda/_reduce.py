@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import struct
 from dataclasses import dataclass
 
 from refimpl import _dtype as D
@@ -304,9 +305,7 @@ class _Geo(ctypes.Structure):
                 ("rsize", ctypes.c_longlong * MAX_DIMS), ("rstride", ctypes.c_longlong * MAX_DIMS)]
 
 
-class _P(ctypes.Structure):
-    _fields_ = [("n", ctypes.c_double), ("inv_n", ctypes.c_double), ("c", ctypes.c_double),
-                ("q", ctypes.c_double)]
+_P_STRUCT = struct.Struct("@dddd")  # struct P of the source: n, inv_n, c, q
 
 
 def _cast_expr(src: str, dst: str, v: str) -> str:
@@ -428,10 +427,13 @@ def _sm_count(idx: int) -> int:
     return n
 
 
-def _ptr(t: Tensor | None) -> ctypes.c_uint64:
-    if t is None:
-        return ctypes.c_uint64(0)
-    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+def _ptr(t: Tensor | None) -> int:
+    return 0 if t is None else t._storage._data.ptr + t._offset * t.dtype.itemsize
+
+
+# the launch layouts: the geometry and the scalars travel as their structs' bytes
+_REDUCE_FMT = f"PPPP{ctypes.sizeof(_Geo)}s{_P_STRUCT.size}s"
+_FINISH_FMT = f"PPPqi{_P_STRUCT.size}s"
 
 
 # launch geometries by (shape, strides, axes, index use, itemsize, base alignment, device,
@@ -513,25 +515,28 @@ def reduce(r: Reducer, x: Tensor, axes: tuple, out: Tensor | None, out2: Tensor 
     geometry = _geometries.get(key)
     if geometry is None:
         geometry = _geometry(r, x, axes, n_out, base, idx)
+        geometry = (bytes(geometry[0]), *geometry[1:])  # the _Geo as the launch passes it
         if len(_geometries) < _GEOMETRIES:
             _geometries[key] = geometry
     g, n_red, bx, by, grid_x, grid_y = geometry
-    p = _P(float(n_red), 1.0 / n_red if n_red else math.inf, float(correction), float(q))
+    p = _P_STRUCT.pack(float(n_red), 1.0 / n_red if n_red else math.inf, float(correction),
+                       float(q))
     src = source(r, in_name, cast_name, out_name, out2_name)
     stream = streams.current_stream_handle(idx)
     part = None
     if grid_y > 1:
         part = Tensor._empty((grid_y * n_out * _SLOT_BYTES,), D.uint8, x.device)
     fn = _nvrtc.get_function(src, "reduce_kernel", idx)
-    _driver.launch(idx, fn, (grid_x, grid_y, 1), (bx, by, 1),
-                   [ctypes.c_uint64(base), _ptr(out), _ptr(out2), _ptr(part), g, p], stream)
+    _driver.launch_packed(idx, fn, (grid_x, grid_y, 1), (bx, by, 1), _REDUCE_FMT,
+                          (base, _ptr(out), _ptr(out2), _ptr(part), g, p), stream, 0,
+                          "reduce_kernel")
     if part is not None:
-        args = [_ptr(part), _ptr(out), _ptr(out2), ctypes.c_longlong(n_out),
-                ctypes.c_int(grid_y), p]
+        args = (_ptr(part), _ptr(out), _ptr(out2), n_out, grid_y, p)
         if n_out >= _THREADS:  # many outputs: one thread each, reading coalesced partials
             fin = _nvrtc.get_function(src, "finish_each_kernel", idx)
-            _driver.launch(idx, fin, (-(-n_out // _THREADS), 1, 1), (_THREADS, 1, 1), args,
-                           stream)
+            _driver.launch_packed(idx, fin, (-(-n_out // _THREADS), 1, 1), (_THREADS, 1, 1),
+                                  _FINISH_FMT, args, stream, 0, "finish_each_kernel")
         else:
             fin = _nvrtc.get_function(src, "finish_kernel", idx)
-            _driver.launch(idx, fin, (n_out, 1, 1), (_THREADS, 1, 1), args, stream)
+            _driver.launch_packed(idx, fin, (n_out, 1, 1), (_THREADS, 1, 1), _FINISH_FMT, args,
+                                  stream, 0, "finish_kernel")

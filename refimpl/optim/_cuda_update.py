@@ -19,8 +19,6 @@ otherwise the optimizers run their ops.
 
 from __future__ import annotations
 
-import ctypes
-
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.cuda import _driver, streams
@@ -117,7 +115,7 @@ ADAM(adam_f64, double)
 """.replace("MAX_TENSORS", str(_MAX_TENSORS))
 
 _functions: dict = {}  # (kind, dtype, device index) -> loaded kernel handle
-_SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
+_SUFFIX = {D.float32: "f32", D.float64: "f64"}
 
 
 def plain(*tensors) -> bool:
@@ -146,43 +144,47 @@ def _ptr(t: Tensor | None) -> int:
     return 0 if t is None else t._storage._data.ptr + t._offset * t.dtype.itemsize
 
 
-_STRUCTS: dict = {}  # (kind, ctypes scalar type) -> the kernel's argument struct type
+_LISTS: dict = {}  # (kind, dtype) -> struct.Struct of the kernel's list argument
 
 
-def _struct(kind: str, scalar) -> type:
-    """The ctypes mirror of ``SgdList<T>``/``AdamList<T>`` (same fields, same order)."""
-    cls = _STRUCTS.get((kind, scalar))
-    if cls is None:
-        ptrs = ("p", "g", "buf") if kind == "sgd" else ("p", "g", "m", "v", "vmax")
-        fields = [(f, ctypes.c_uint64 * _MAX_TENSORS) for f in ptrs]
-        fields.append(("n", ctypes.c_longlong * _MAX_TENSORS))
-        if kind == "adam":
-            fields += [("bc2_sqrt", scalar * _MAX_TENSORS),
-                       ("neg_step_size", scalar * _MAX_TENSORS)]
-        cls = type(f"{kind}_list", (ctypes.Structure,), {"_fields_": fields})
-        _STRUCTS[(kind, scalar)] = cls
-    return cls
+def _list_struct(kind: str, dtype: D.dtype):
+    """The byte layout of ``SgdList<T>``/``AdamList<T>``: its arrays in field order, each
+    of ``_MAX_TENSORS`` entries (C's alignment: ``@``)."""
+    layout = _LISTS.get((kind, dtype))
+    if layout is None:
+        import struct
+
+        scalar = "f" if dtype is D.float32 else "d"
+        codes = "QQQq" if kind == "sgd" else f"QQQQQq{scalar}{scalar}"
+        layout = struct.Struct("@" + "".join(f"{_MAX_TENSORS}{c}" for c in codes))
+        _LISTS[(kind, dtype)] = layout
+    return layout
 
 
 def _launch(kind: str, p: Tensor, items: list, scalars: list) -> None:
-    """One kernel over ``items`` (tuples of pointers, the size, per-tensor scalars), all
-    of ``p``'s dtype and device, with the shared ``scalars`` after the list struct."""
+    """One kernel over ``items`` (tuples of pointers, the size, per-tensor scalars: the
+    list struct's fields in order), all of ``p``'s dtype and device, with the shared
+    ``scalars`` (floats of that dtype, then the int flags) after the list struct."""
     index = p._storage.device.index
-    suffix, scalar = _SUFFIX[p.dtype]
+    suffix = _SUFFIX[p.dtype]
     key = (kind, p.dtype, index)
     fn = _functions.get(key)
     if fn is None:
         fn = load_functions(_SOURCE, (f"{kind}_{suffix}",), index)[0]
         _functions[key] = fn
-    lst = _struct(kind, scalar)()
-    names = [f[0] for f in lst._fields_]
-    for i, item in enumerate(items):
-        for name, value in zip(names, item):
-            getattr(lst, name)[i] = value
-    most = max(item[names.index("n")] for item in items)
+    layout = _list_struct(kind, p.dtype)
+    pad = [0] * (_MAX_TENSORS - len(items))
+    values = []
+    for column in zip(*items):  # field by field, unused entries zero
+        values += column
+        values += pad
+    packed = layout.pack(*values)
+    fmt = f"{layout.size}s" + ("f" if p.dtype is D.float32 else "d") * (len(scalars) - 1) + "i"
+    most = max(item[-1 if kind == "sgd" else 5] for item in items)
     grid = min(max(-(-most // _BLOCK), 1), _MAX_GRID)
-    _driver.launch(index, fn, (grid, len(items), 1), (_BLOCK, 1, 1), [lst, *scalars],
-                   streams.current_stream_handle(index))
+    _driver.launch_packed(index, fn, (grid, len(items), 1), (_BLOCK, 1, 1), fmt,
+                          (packed, *scalars), streams.current_stream_handle(index), 0,
+                          f"{kind}_{suffix}")
 
 
 def _bump(t: Tensor, times: int = 1) -> None:
@@ -241,10 +243,8 @@ class Updates:
         """Run the queued SGD updates with the group's hyperparameters."""
         flags = (bool(maximize) | bool(nesterov) << 1 | (weight_decay != 0) << 2
                  | (momentum != 0) << 3)
-        for (kind, dtype, _), queued in self._take("sgd"):
-            T = _SUFFIX[dtype][1]
-            self._chunks(kind, queued, [T(-lr), T(momentum), T(1 - dampening),
-                                        T(weight_decay), ctypes.c_int(flags)])
+        for (kind, _, _), queued in self._take("sgd"):
+            self._chunks(kind, queued, [-lr, momentum, 1 - dampening, weight_decay, flags])
 
     def launch_adam(self, lr: float, beta1: float, beta2: float, eps: float,
                     weight_decay: float, decoupled: bool, amsgrad: bool,
@@ -252,11 +252,9 @@ class Updates:
         """Run the queued Adam/AdamW updates with the group's hyperparameters."""
         flags = (bool(maximize) | bool(decoupled) << 1 | (weight_decay != 0) << 2
                  | bool(amsgrad) << 3)
-        for (kind, dtype, _), queued in self._take("adam"):
-            T = _SUFFIX[dtype][1]
-            self._chunks(kind, queued, [T(1 - lr * weight_decay), T(1 - beta1), T(beta2),
-                                        T(1 - beta2), T(weight_decay), T(eps),
-                                        ctypes.c_int(flags)])
+        for (kind, _, _), queued in self._take("adam"):
+            self._chunks(kind, queued, [1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2,
+                                        weight_decay, eps, flags])
 
     def _take(self, kind: str) -> list:
         taken = [(key, q) for key, q in self._queued.items() if key[0] == kind]
