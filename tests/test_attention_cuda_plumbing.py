@@ -73,13 +73,14 @@ def _flat(x) -> np.ndarray:
     return x._storage._data.reshape(-1).view(np.uint8).view(x.dtype.np)[x._offset:]
 
 
-def _bmm_kernel(name, like, rows, args):
+def _bmm_kernel(name, like, rows, fmt, *args):
     """bmm_small's CUDA body, line by line, over the launch's arguments."""
-    assert name.startswith("sdpa_bmm_") and rows * 32 >= args[3].value
+    assert name.startswith("sdpa_bmm_") and fmt == K._BMM_FMT and len(args) == len(fmt)
+    assert rows * 32 >= args[3]
     a, b, c = args[:3]
-    total, h, r, cols, inner = (x.value for x in args[3:8])
-    a0, a1, a2, a3, b0, b1, b2, b3 = (x.value for x in args[8:16])
-    alpha = args[16].value
+    total, h, r, cols, inner = args[3:8]
+    a0, a1, a2, a3, b0, b1, b2, b3 = args[8:16]
+    alpha = args[16]
     for e in range(total):
         j, i, z = e % cols, (e // cols) % r, e // (r * cols)
         ar = (z // h) * a0 + (z % h) * a1 + i * a2

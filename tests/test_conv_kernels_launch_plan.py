@@ -7,20 +7,43 @@ replaced by a line-by-line Python model of its CUDA body (same index arithmetic,
 arguments, read from the launch's argument list) and each GEMM by numpy over the
 operand views' shapes and strides, as cuBLAS reads them. The results must equal the CPU
 kernels' (numpy im2col) for 1-d, 2-d and 3-d, grouped, strided, padded, dilated, empty
-and non-contiguous cases, forward and backward under every mask. The CUDA source must
-also compile with NVRTC where the library is installed.
+and non-contiguous cases, forward and backward under every mask. Each launch's format
+(``_driver.launch_packed``'s layout) must spell the kernel's C signature, and the C
+kernels themselves, compiled by g++, run on the values as the launcher packs them. The
+CUDA source must also compile with NVRTC where the library is installed.
 """
 
 from __future__ import annotations
+
+import ctypes
+import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import refimpl as t
-from refimpl.cuda import _blas
+from refimpl import _dtype as D
+from refimpl.cuda import _blas, _driver
 from refimpl.cuda import _conv_kernels as K
 from refimpl.ops import nn_conv_kernel as C
 from refimpl.ops import nn_linear_kernel as LK
+
+
+def _signatures() -> dict[str, list[str]]:
+    """Each kernel's C parameter types (``const T*``, ``Geo``, ``long long``...), read off
+    the ``extern "C" __global__`` lines of the source's KERNELS macro."""
+    macro = K._SOURCE[K._SOURCE.index("#define KERNELS"):].replace("\\\n", " ")
+    decls = re.findall(r'extern "C" __global__ void (\w+)_##S\((.*?)\)', macro)
+    return {name: [re.sub(r"\s*\w+$", "", p.strip()) for p in params.split(",")]
+            for name, params in decls}
+
+
+SIGNATURES = _signatures()
+# the launch format each kernel's signature asks for (``_driver.ParamLayout`` codes)
+_CODES = {"const T*": "P", "T*": "P", "long long": "q", "int": "i",
+          "Geo": f"{ctypes.sizeof(K._Geo)}s"}
+FORMATS = {name: "".join(_CODES[ty] for ty in types) for name, types in SIGNATURES.items()}
 
 
 def _flat(x) -> np.ndarray:
@@ -29,7 +52,6 @@ def _flat(x) -> np.ndarray:
 
 
 def _im2col(x, cols, g, layout_b):
-    lb = layout_b.value
     L = g.out[0] * g.out[1] * g.out[2]
     for e in range(g.n * g.c * g.k[0] * g.k[1] * g.k[2] * L):
         r = e
@@ -37,13 +59,13 @@ def _im2col(x, cols, g, layout_b):
         r, oh = divmod(r, g.out[1])
         r, od = divmod(r, g.out[0])
         b = 0
-        if lb:
+        if layout_b:
             r, b = divmod(r, g.n)
         r, kw = divmod(r, g.k[2])
         r, kh = divmod(r, g.k[1])
         r, kd = divmod(r, g.k[0])
         ch = r
-        if not lb:
+        if not layout_b:
             ch, b = r % g.c, r // g.c
         i = [od * g.stride[0] - g.pad[0] + kd * g.dil[0],
              oh * g.stride[1] - g.pad[1] + kh * g.dil[1],
@@ -55,7 +77,6 @@ def _im2col(x, cols, g, layout_b):
 
 
 def _col2im(cols, out, g, layout_b):
-    lb = layout_b.value
     L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
     for e in range(g.n * g.c * g.inp[0] * g.inp[1] * g.inp[2]):
         r = e
@@ -87,18 +108,18 @@ def _col2im(cols, out, g, layout_b):
                     l = ((td // g.stride[0]) * g.out[1] + th // g.stride[1]) * g.out[2] \
                         + tw // g.stride[2]
                     row = ch * KK + k
-                    acc += cols[(row * g.n + b) * L + l if lb else (b * g.c * KK + row) * L + l]
+                    col = (row * g.n + b) * L + l if layout_b else (b * g.c * KK + row) * L + l
+                    acc += cols[col]
         out[e] = acc
 
 
 def _bias(dst, src, bias, channels, inner, total):
-    for e in range(total.value):
+    for e in range(total):
         base = src[e] if src is not None else 0
-        dst[e] = base + bias[(e // inner.value) % channels.value]
+        dst[e] = base + bias[(e // inner) % channels]
 
 
 def _swap01(src, dst, bias, na, nb, inner):
-    na, nb, inner = na.value, nb.value, inner.value
     for e in range(na * nb * inner):
         r = e // inner
         a, b = r % na, r // na
@@ -107,7 +128,6 @@ def _swap01(src, dst, bias, na, nb, inner):
 
 
 def _channel_sum(g, out, outer, channels, inner):
-    outer, channels, inner = outer.value, channels.value, inner.value
     for c in range(channels):
         out[c] = sum(g[((i // inner) * channels + c) * inner + i % inner]
                      for i in range(outer * inner))
@@ -122,7 +142,6 @@ def _taps(g, o, dim):
 
 
 def _direct_fwd(x, w, bias, out, g, cout, groups):
-    cout, groups = cout.value, groups.value
     L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
     cg, og = g.c // groups, cout // groups
     for e in range(g.n * cout * L):
@@ -142,7 +161,6 @@ def _direct_fwd(x, w, bias, out, g, cout, groups):
 
 
 def _direct_gi(grad, w, gi, g, cout, groups):
-    cout, groups = cout.value, groups.value
     L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
     cg, og = g.c // groups, cout // groups
     for e in range(g.n * g.c * g.inp[0] * g.inp[1] * g.inp[2]):
@@ -170,7 +188,6 @@ def _direct_gi(grad, w, gi, g, cout, groups):
 
 
 def _direct_gw(grad, x, gw, g, cout, groups):
-    cout, groups = cout.value, groups.value
     L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
     cg, og = g.c // groups, cout // groups
     for e in range(cout * cg * KK):
@@ -195,8 +212,6 @@ def _direct_gw(grad, x, gw, g, cout, groups):
 
 
 def _small_mm(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1):
-    rows, cols, inner = rows.value, cols.value, inner.value
-    sa0, sa1, sb0, sb1 = sa0.value, sa1.value, sb0.value, sb1.value
     for e in range(rows * cols):
         i, j = divmod(e, cols)
         acc = sum(a[i * sa0 + p * sa1] * b[j * sb1 + p * sb0] for p in range(inner))
@@ -211,13 +226,11 @@ def _direct_bw(grad, x, w, gi, gw, gb, g, cout, groups):
         _direct_gw(grad, x, gw, g, cout, groups)
     if gb is not None:
         L = g.out[0] * g.out[1] * g.out[2]
-        for c in range(cout.value):
-            gb[c] = sum(grad[(b * cout.value + c) * L + i] for b in range(g.n) for i in range(L))
+        for c in range(cout):
+            gb[c] = sum(grad[(b * cout + c) * L + i] for b in range(g.n) for i in range(L))
 
 
 def _small_mm_bw(g, x, w, gi, gw, gb, m, n, k, gs0, gs1, xs0, xs1, ws0, ws1):
-    m, n, k = m.value, n.value, k.value
-    gs0, gs1, xs0, xs1, ws0, ws1 = (v.value for v in (gs0, gs1, xs0, xs1, ws0, ws1))
     if gi is not None:  # g @ w: (m, n) @ (n, k)
         for e in range(m * k):
             i, j = divmod(e, k)
@@ -254,9 +267,20 @@ def launches(monkeypatch):
     """The kernels launched (models run instead), GEMMs as ``gemm``."""
     seen: list[str] = []
 
-    def launch(name, tensor, total, args, per_block=False):
+    def launch(name, tensor, total, fmt, *args, per_block=False):
         seen.append(name)
-        _MODELS[name](*args)
+        # the format spells the C signature, each value fits its parameter
+        assert fmt == FORMATS[name], (name, fmt)
+        assert len(args) == len(SIGNATURES[name]), name
+        for ty, v in zip(SIGNATURES[name], args):
+            if ty.endswith("*"):
+                assert v is None or isinstance(v, np.ndarray), (name, ty, v)
+            elif ty == "Geo":
+                assert isinstance(v, bytes) and len(v) == ctypes.sizeof(K._Geo), name
+            else:
+                assert isinstance(v, int), (name, ty, v)
+        _MODELS[name](*[K._Geo.from_buffer_copy(v) if isinstance(v, bytes) else v
+                        for v in args])
 
     def gemm(*a, **kw):
         seen.append("gemm")
@@ -348,10 +372,37 @@ def test_linear_launch_plan_matches_cpu_kernels(m, k, n, path, launches, monkeyp
 
 
 def test_geometry_pads_spatial_dims_in_front():
-    g = K._geo((2, 3, 7), (21, 7, 1), [3], [4], [2], [(1, 2)], [3])
+    g = K._Geo.from_buffer_copy(K._geo((2, 3, 7), (21, 7, 1), [3], [4], [2], [(1, 2)], [3]))
     assert (g.n, g.c, list(g.inp), list(g.xs)) == (2, 3, [1, 1, 7], [21, 7, 0, 0, 1])
     assert (list(g.k), list(g.out), list(g.stride), list(g.pad), list(g.dil)) == (
         [1, 1, 3], [1, 1, 4], [1, 1, 2], [0, 0, 1], [1, 1, 3])
+
+
+def test_every_kernel_has_a_launch_format():
+    # (the ``launches`` fixture holds every launch to these formats)
+    assert set(SIGNATURES) == set(K._NAMES)
+    assert FORMATS["im2col"] == "PP200si" and FORMATS["direct_bw"] == "PPPPPP200sqq"
+
+
+def test_launch_packs_under_the_kernels_full_name(monkeypatch):
+    """``_launch`` itself (the other tests replace it): the kernel of the dtype, the grid,
+    and the format and plain values handed to ``launch_packed``."""
+    calls = []
+    monkeypatch.setattr(K, "_functions", {})
+    monkeypatch.setattr(K, "load_functions",
+                        lambda src, names, index: [(index, n) for n in names])
+    monkeypatch.setattr(K.streams, "current_stream_handle", lambda index: 77)
+    monkeypatch.setattr(_driver, "launch_packed", lambda *a: calls.append(a))
+    like = SimpleNamespace(dtype=D.float16,
+                           _storage=SimpleNamespace(_data=SimpleNamespace(device_index=1)))
+    K._launch("swap01", like, 1000, "PPPqqq", 16, 32, 0, 2, 5, 100)
+    K._launch("channel_sum", like, 3, "PPqqq", 16, 32, 1, 3, 7, per_block=True)
+    assert calls == [
+        (1, (1, "swap01_f16"), (4, 1, 1), (256, 1, 1), "PPPqqq", (16, 32, 0, 2, 5, 100), 77,
+         0, "swap01_f16"),
+        (1, (1, "channel_sum_f16"), (3, 1, 1), (256, 1, 1), "PPqqq", (16, 32, 1, 3, 7), 77,
+         0, "channel_sum_f16")]
+    assert K._ptr(None) == 0
 
 
 def test_cuda_source_compiles_with_nvrtc(nvrtc_compile):
@@ -364,8 +415,10 @@ def test_cuda_source_compiles_with_nvrtc(nvrtc_compile):
 # -- the CUDA C itself, run on the CPU -------------------------------------------------------
 # The float32/float64 instances of the kernel source, compiled by the host C++ compiler
 # with one CUDA thread (one block, grid-stride loops walk every element), called through
-# ctypes with the launch's own arguments: the same device code the GPU runs, checked
-# against the CPU kernels without a GPU.
+# the launch's own values, packed by ``_driver.param_layout(fmt)`` as ``launch_packed``
+# packs them and read back through the kernelParams array (as the driver reads it): the
+# same device code the GPU runs and the launcher's packing, checked against the CPU
+# kernels without a GPU.
 
 _HOST_PRELUDE = r"""
 #include <algorithm>
@@ -386,9 +439,19 @@ template<class T> inline T st(typename Acc<T>::type v) { return (T)v; }
 """
 
 
+def _host_wrappers() -> str:
+    """``emu_<kernel>_f64(void** a)``: the float64 kernel called with its parameters read
+    from a kernelParams array (parameter i at ``a[i]``)."""
+    out = []
+    for name, types in SIGNATURES.items():
+        c_types = [re.sub(r"\bT\b", "double", ty) for ty in types]
+        args = ", ".join(f"*({ty}*)a[{i}]" for i, ty in enumerate(c_types))
+        out.append(f'extern "C" void emu_{name}_f64(void** a) {{ {name}_f64({args}); }}')
+    return "\n".join(out)
+
+
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
-    import ctypes
     import shutil
     import subprocess
 
@@ -398,7 +461,7 @@ def host_kernels(tmp_path_factory):
     body = src[src.index("// Geometry of a convolution"):]
     body = body.replace("KERNELS(f16, h16)", "").replace("KERNELS(bf16, b16)", "")
     d = tmp_path_factory.mktemp("conv_kernels")
-    (d / "k.cpp").write_text(_HOST_PRELUDE + body)
+    (d / "k.cpp").write_text(f"{_HOST_PRELUDE}{body}\n{_host_wrappers()}\n")
     built = subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-o",
                             str(d / "k.so"), str(d / "k.cpp")],
                            check=False, capture_output=True, text=True)
@@ -408,20 +471,20 @@ def host_kernels(tmp_path_factory):
 
 @pytest.fixture()
 def host_launches(monkeypatch, host_kernels):
-    """Launches run the compiled float64 kernels on the CPU tensors' memory."""
-    import ctypes
-
+    """Launches run the compiled float64 kernels on the CPU tensors' memory, their values
+    packed by the launcher's own layout."""
     seen: list[str] = []
 
-    def ptr(x):
-        if x is None:
-            return ctypes.c_uint64(0)
-        return ctypes.c_uint64(x._storage._data.ctypes.data + x._offset * x.dtype.itemsize)
+    def ptr(x):  # K._ptr on a CPU tensor's numpy storage
+        return 0 if x is None else x._storage._data.ctypes.data + x._offset * x.dtype.itemsize
 
-    def launch(name, tensor, total, args, per_block=False):
+    def launch(name, tensor, total, fmt, *args, per_block=False):
         assert tensor.dtype is t.float64
         seen.append(name)
-        getattr(host_kernels, f"{name}_f64")(*args)
+        layout = _driver.param_layout(fmt)
+        data, params = layout.buffers()
+        layout.struct.pack_into(data, 0, *args)
+        getattr(host_kernels, f"emu_{name}_f64")(ctypes.c_void_p(params))
 
     def gemm(*a, **kw):
         seen.append("gemm")
@@ -458,6 +521,27 @@ def test_conv_cuda_source_matches_cpu_kernels(xs, ws, stride, pads, dil, groups,
                 np.testing.assert_allclose(a._np, ref, rtol=1e-12, atol=1e-12)
     if xs[0]:  # (an empty batch fits the direct kernels under any limit)
         assert any(n.startswith("direct") for n in host_launches) == (path == "direct")
+
+
+@pytest.mark.parametrize("emulation", ["launches", "host_launches"])
+@pytest.mark.parametrize(("macs", "gw_sum", "kernel"),
+                         [(1 << 40, 0, "direct_gi"), (300, 1 << 40, "direct_gw")])
+def test_conv_backward_with_one_direct_gradient(emulation, macs, gw_sum, kernel, request,
+                                                monkeypatch):
+    # one gradient fits the direct kernels, the other takes the GEMM path: the separate
+    # direct_gi / direct_gw launches (CASES[0]: the input gradient is 42 * 12 = 504
+    # multiply-adds, the weight gradient 36 * 6 = 216, a sum of 6)
+    seen = request.getfixturevalue(emulation)
+    monkeypatch.setattr(K, "DIRECT_MACS", macs)
+    monkeypatch.setattr(K, "DIRECT_GW_SUM", gw_sum)
+    xs, ws, *args = CASES[0][:6]
+    x, w = t.tensor(RNG.standard_normal(xs)), t.tensor(RNG.standard_normal(ws))
+    g = t.tensor(RNG.standard_normal(C._cpu(x, w, None, *args).shape))
+    seen.clear()
+    mask = [True, True, True]
+    for got, want in zip(C._bw_cuda(g, x, w, *args, mask), C._bw_cpu(g, x, w, *args, mask)):
+        np.testing.assert_allclose(got._np, want, rtol=1e-12, atol=1e-12)
+    assert kernel in seen and "direct_bw" not in seen
 
 
 @pytest.mark.parametrize("small", [False, True])

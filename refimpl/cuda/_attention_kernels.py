@@ -24,8 +24,6 @@ captured in a CUDA graph.
 
 from __future__ import annotations
 
-import ctypes
-
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.cuda import _driver, streams
@@ -150,8 +148,15 @@ SOFTMAX_BW(sdpa_softmax_bw_f32, float)
 SOFTMAX_BW(sdpa_softmax_bw_f64, double)
 """
 
-_SUFFIX = {D.float32: ("f32", ctypes.c_float), D.float64: ("f64", ctypes.c_double)}
-_functions: dict = {}  # (kernel, device index) -> loaded kernel handle
+# dtype -> (kernel name suffix, launch layout code of the kernel's T)
+_SUFFIX = {D.float32: ("f32", "f"), D.float64: ("f64", "d")}
+# (kernel, device index) -> (loaded kernel handle, {launch fmt: packed fmt})
+_functions: dict = {}
+# The launch layouts (``_driver.ParamLayout`` codes, F for the dtype's T: see _launch).
+# softmax_rows: s, mask; rows, L, H, S and the mask's four strides; mode, causal
+_SOFTMAX_FMT = "PP" + "q" * 8 + "ii"
+# bmm_small: a, b, c; total, H, R, C, P and a's and b's four strides; alpha
+_BMM_FMT = "PPP" + "q" * 13 + "F"
 
 
 def supports(q: Tensor) -> bool:
@@ -159,19 +164,28 @@ def supports(q: Tensor) -> bool:
     return q.dtype in _SUFFIX and q.dim() == 4
 
 
-def _ptr(t: Tensor) -> ctypes.c_uint64:
-    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+def _ptr(t: Tensor) -> int:
+    """The address of ``t``'s first element."""
+    return t._storage._data.ptr + t._offset * t.dtype.itemsize
 
 
-def _launch(name: str, t: Tensor, rows: int, args: list) -> None:
+def _launch(name: str, t: Tensor, rows: int, fmt: str, *args) -> None:
+    """Launch kernel ``name`` (for ``t``'s dtype) over ``rows`` warps' worth of work;
+    ``fmt`` spells its parameters as ``_driver.ParamLayout`` does, with ``F`` for the
+    dtype's own float (the kernel's T), resolved once per kernel."""
     index = t._storage.device.index
     key = (name, index)
-    fn = _functions.get(key)
-    if fn is None:
-        fn = _functions[key] = load_functions(_SOURCE, (name,), index)[0]
+    entry = _functions.get(key)
+    if entry is None:
+        fn = load_functions(_SOURCE, (name,), index)[0]
+        entry = _functions[key] = (fn, {})
+    fn, fmts = entry
+    layout = fmts.get(fmt)
+    if layout is None:
+        layout = fmts[fmt] = fmt.replace("F", _SUFFIX[t.dtype][1])
     grid = min(max(-(-rows // _ROWS_PER_BLOCK), 1), _MAX_GRID)
-    _driver.launch(index, fn, (grid, 1, 1), (32, _ROWS_PER_BLOCK, 1), args,
-                   streams.current_stream_handle(index))
+    _driver.launch_packed(index, fn, (grid, 1, 1), (32, _ROWS_PER_BLOCK, 1), layout, args,
+                          streams.current_stream_handle(index), 0, name)
 
 
 def _dense(t: Tensor) -> Tensor:
@@ -223,20 +237,17 @@ def _softmax(w: Tensor, mask: Tensor | None, causal: bool) -> None:
     rows = b * h * length
     mode = 0 if mask is None else 1 if mask.dtype is D.bool_ else 2
     strides = _mask_strides(mask) if mask is not None else [0, 0, 0, 0]
-    mptr = _ptr(mask) if mask is not None else ctypes.c_uint64(0)
-    ll = ctypes.c_longlong
-    _launch(f"sdpa_softmax_{_SUFFIX[w.dtype][0]}", w, rows,
-            [_ptr(w), mptr, ll(rows), ll(length), ll(h), ll(source),
-             *(ll(s) for s in strides), ctypes.c_int(mode), ctypes.c_int(bool(causal))])
+    mptr = _ptr(mask) if mask is not None else 0
+    _launch(f"sdpa_softmax_{_SUFFIX[w.dtype][0]}", w, rows, _SOFTMAX_FMT,
+            _ptr(w), mptr, rows, length, h, source, *strides, mode, int(bool(causal)))
 
 
 def _softmax_backward(gs: Tensor, w: Tensor, scale: float) -> None:
     """``gs = w * (gs - rowsum(gs * w)) * scale`` in place (both contiguous, one shape)."""
     rows, source = gs.numel() // gs._shape[-1], gs._shape[-1]
-    suffix, scalar = _SUFFIX[gs.dtype]
-    ll = ctypes.c_longlong
-    _launch(f"sdpa_softmax_bw_{suffix}", gs, rows,
-            [_ptr(gs), _ptr(w), ll(rows), ll(source), scalar(scale)])
+    # g, w; rows, S; scale (F: the dtype's T)
+    _launch(f"sdpa_softmax_bw_{_SUFFIX[gs.dtype][0]}", gs, rows, "PPqqF",
+            _ptr(gs), _ptr(w), rows, source, scale)
 
 
 # Products of at most this many multiply-adds in all run as one bmm_small launch each,
@@ -256,11 +267,9 @@ def _bmm(out: Tensor, a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
     _, h, r, c = out._shape
     total = out.numel()
     if total:
-        ll = ctypes.c_longlong
-        _launch(f"sdpa_bmm_{_SUFFIX[out.dtype][0]}", out, -(-total // 32),
-                [_ptr(a), _ptr(b), _ptr(out), ll(total), ll(h), ll(r), ll(c),
-                 ll(a._shape[-1]), *(ll(x) for x in a._stride), *(ll(x) for x in b._stride),
-                 _SUFFIX[out.dtype][1](alpha)])
+        _launch(f"sdpa_bmm_{_SUFFIX[out.dtype][0]}", out, -(-total // 32), _BMM_FMT,
+                _ptr(a), _ptr(b), _ptr(out), total, h, r, c, a._shape[-1], *a._stride,
+                *b._stride, alpha)
     return out
 
 

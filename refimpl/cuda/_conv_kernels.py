@@ -476,10 +476,14 @@ _SUFFIX = {D.float16: "f16", D.bfloat16: "bf16", D.float32: "f32", D.float64: "f
 KERNEL_DTYPES = frozenset(_SUFFIX)
 _NAMES = ("im2col", "col2im", "bias", "swap01", "channel_sum", "direct_fwd", "direct_gi",
           "direct_gw", "direct_bw", "small_mm", "small_mm_bw")
-_functions: dict = {}  # (name, dtype, device index) -> kernel handle
+_functions: dict = {}  # (name, dtype, device index) -> (kernel handle, full name)
 
 
 class _Geo(ctypes.Structure):
+    """The CUDA ``Geo`` (25 long longs, 200 bytes): the kernels take it by value, so a
+    launch passes its bytes, code ``200s`` in the launch formats (see ``_geo``). ``s``
+    has no alignment of its own; every signature puts the Geo after pointers, at an
+    offset aligned to 8 as the C struct's is."""
     _fields_ = [("n", ctypes.c_longlong), ("c", ctypes.c_longlong),
                 ("inp", ctypes.c_longlong * 3), ("xs", ctypes.c_longlong * 5),
                 ("k", ctypes.c_longlong * 3), ("out", ctypes.c_longlong * 3),
@@ -487,27 +491,30 @@ class _Geo(ctypes.Structure):
                 ("dil", ctypes.c_longlong * 3)]
 
 
-def _ptr(t: Tensor | None) -> ctypes.c_uint64:
-    if t is None:
-        return ctypes.c_uint64(0)
-    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+def _ptr(t: Tensor | None) -> int:
+    """The address of ``t``'s first element (0 for None)."""
+    return 0 if t is None else t._storage._data.ptr + t._offset * t.dtype.itemsize
 
 
-def _launch(name: str, t: Tensor, total: int, args: list, per_block: bool = False) -> None:
+def _launch(name: str, t: Tensor, total: int, fmt: str, *args, per_block: bool = False) -> None:
     """Launch kernel ``name`` for ``t``'s dtype on its device's current stream: a grid
-    over ``total`` elements (or ``total`` blocks with ``per_block``)."""
+    over ``total`` elements (or ``total`` blocks with ``per_block``). ``fmt`` spells the
+    kernel's parameters as ``_driver.ParamLayout`` does (``P`` pointer, ``q`` long long,
+    ``i`` int, ``200s`` a Geo) and ``args`` are plain values; the dtype changes only
+    what the pointers point to, so one format serves every instance of a kernel."""
     index = t._storage._data.device_index
     key = (name, t.dtype, index)
-    fn = _functions.get(key)
-    if fn is None:
-        suffix = _SUFFIX[t.dtype]
-        fns = load_functions(_SOURCE, tuple(f"{n}_{suffix}" for n in _NAMES), index)
-        for n, f in zip(_NAMES, fns):
-            _functions[(n, t.dtype, index)] = f
-        fn = _functions[key]
+    entry = _functions.get(key)
+    if entry is None:
+        full = tuple(f"{n}_{_SUFFIX[t.dtype]}" for n in _NAMES)
+        fns = load_functions(_SOURCE, full, index)
+        for n, f, full_name in zip(_NAMES, fns, full):
+            _functions[(n, t.dtype, index)] = (f, full_name)
+        entry = _functions[key]
+    fn, full_name = entry
     grid = min(max(total if per_block else -(-total // _BLOCK), 1), _MAX_GRID)
-    _driver.launch(index, fn, (grid, 1, 1), (_BLOCK, 1, 1), args,
-                   streams.current_stream_handle(index))
+    _driver.launch_packed(index, fn, (grid, 1, 1), (_BLOCK, 1, 1), fmt, args,
+                          streams.current_stream_handle(index), 0, full_name)
 
 
 def view(t: Tensor, shape, stride, offset: int = 0) -> Tensor:
@@ -529,24 +536,26 @@ def _prod(xs) -> int:
     return r
 
 
-_GEOS: dict = {}  # the call's geometry (as tuples) -> its _Geo (read-only once built)
+_GEOS: dict = {}  # the call's geometry (as tuples) -> its _Geo's bytes
 
 
-def _geo(x_shape, x_stride, kernel, out_sizes, stride, pads, dilation) -> _Geo:
-    """The geometry struct, spatial dims padded in front to three (kept per geometry:
-    a training step asks for the same few again and again)."""
+def _geo(x_shape, x_stride, kernel, out_sizes, stride, pads, dilation) -> bytes:
+    """The bytes of the geometry struct (``_new_geo``), as a launch passes it by value
+    (kept per geometry: a training step asks for the same few again and again, and a
+    launch packs the bytes as they are). ``_Geo.from_buffer_copy`` reads them back."""
     key = (x_shape, x_stride, *kernel, -1, *out_sizes, -1, *stride, -1,
            *[p for pair in pads for p in pair], -1, *dilation)
     g = _GEOS.get(key)
     if g is None:
         if len(_GEOS) > 256:
             _GEOS.clear()
-        g = _GEOS[key] = _new_geo(x_shape, x_stride, kernel, out_sizes, stride, pads,
-                                  dilation)
+        g = _GEOS[key] = bytes(_new_geo(x_shape, x_stride, kernel, out_sizes, stride,
+                                        pads, dilation))
     return g
 
 
 def _new_geo(x_shape, x_stride, kernel, out_sizes, stride, pads, dilation) -> _Geo:
+    """The geometry struct, spatial dims padded in front to three."""
     lead = 3 - len(kernel)
     g = _Geo()
     g.n, g.c = int(x_shape[0]), int(x_shape[1])
@@ -569,7 +578,7 @@ def im2col(x: Tensor, kernel, out_sizes, stride, pads, dilation, layout_b: bool)
     total = batch * k * length
     if total:
         g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-        _launch("im2col", x, total, [_ptr(x), _ptr(cols), g, ctypes.c_int(int(layout_b))])
+        _launch("im2col", x, total, "PP200si", _ptr(x), _ptr(cols), g, int(layout_b))
     return cols
 
 
@@ -580,7 +589,7 @@ def col2im(cols: Tensor, x_shape, kernel, out_sizes, stride, pads, dilation,
     total = out.numel()
     if total:
         g = _geo(x_shape, out._stride, kernel, out_sizes, stride, pads, dilation)
-        _launch("col2im", cols, total, [_ptr(cols), _ptr(out), g, ctypes.c_int(int(layout_b))])
+        _launch("col2im", cols, total, "PP200si", _ptr(cols), _ptr(out), g, int(layout_b))
     return out
 
 
@@ -590,9 +599,8 @@ def add_bias(dst: Tensor, src: Tensor | None, bias: Tensor, inner: int) -> Tenso
     total = dst.numel()
     if total:
         bias = dense(bias)
-        _launch("bias", dst, total, [_ptr(dst), _ptr(src), _ptr(bias),
-                                     ctypes.c_longlong(bias.numel()),
-                                     ctypes.c_longlong(inner), ctypes.c_longlong(total)])
+        _launch("bias", dst, total, "PPPqqq", _ptr(dst), _ptr(src), _ptr(bias), bias.numel(),
+                inner, total)
     return dst
 
 
@@ -605,8 +613,8 @@ def swap01(src: Tensor, na: int, nb: int, inner: int, out_shape,
     if total:
         if bias is not None:
             bias = dense(bias)
-        _launch("swap01", src, total, [_ptr(src), _ptr(out), _ptr(bias), ctypes.c_longlong(na),
-                                       ctypes.c_longlong(nb), ctypes.c_longlong(inner)])
+        _launch("swap01", src, total, "PPPqqq", _ptr(src), _ptr(out), _ptr(bias), na, nb,
+                inner)
     return out
 
 
@@ -614,9 +622,8 @@ def channel_sum(g: Tensor, outer: int, channels: int, inner: int) -> Tensor:
     """(channels,) sums of contiguous (outer, channels, inner) ``g`` over outer and inner."""
     out = Tensor._empty((channels,), g.dtype, g.device)
     if channels:
-        _launch("channel_sum", g, channels, [_ptr(g), _ptr(out), ctypes.c_longlong(outer),
-                                             ctypes.c_longlong(channels),
-                                             ctypes.c_longlong(inner)], per_block=True)
+        _launch("channel_sum", g, channels, "PPqqq", _ptr(g), _ptr(out), outer, channels,
+                inner, per_block=True)
     return out
 
 
@@ -643,9 +650,8 @@ def direct_forward(x: Tensor, w: Tensor, bias: Tensor | None, out: Tensor, out_s
     the dense weight ``w``, plus ``bias``, in one kernel."""
     kernel = list(w._shape[2:])
     g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-    _launch("direct_fwd", x, out.numel(), [_ptr(x), _ptr(w), _ptr(bias), _ptr(out), g,
-                                            ctypes.c_longlong(w._shape[0]),
-                                            ctypes.c_longlong(groups)])
+    _launch("direct_fwd", x, out.numel(), "PPPP200sqq", _ptr(x), _ptr(w), _ptr(bias),
+            _ptr(out), g, w._shape[0], groups)
     return out
 
 
@@ -655,9 +661,8 @@ def direct_grad_input(grad: Tensor, w: Tensor, x_shape, out_sizes, stride, pads,
     gi = Tensor._empty(tuple(x_shape), grad.dtype, grad.device)
     kernel = list(w._shape[2:])
     g = _geo(gi._shape, gi._stride, kernel, out_sizes, stride, pads, dilation)
-    _launch("direct_gi", gi, gi.numel(), [_ptr(grad), _ptr(w), _ptr(gi), g,
-                                          ctypes.c_longlong(w._shape[0]),
-                                          ctypes.c_longlong(groups)])
+    _launch("direct_gi", gi, gi.numel(), "PPP200sqq", _ptr(grad), _ptr(w), _ptr(gi), g,
+            w._shape[0], groups)
     return gi
 
 
@@ -668,9 +673,8 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     gw = Tensor._empty(tuple(w_shape), grad.dtype, grad.device)
     kernel = list(w_shape[2:])
     g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-    _launch("direct_gw", gw, gw.numel(), [_ptr(grad), _ptr(x), _ptr(gw), g,
-                                          ctypes.c_longlong(w_shape[0]),
-                                          ctypes.c_longlong(groups)])
+    _launch("direct_gw", gw, gw.numel(), "PPP200sqq", _ptr(grad), _ptr(x), _ptr(gw), g,
+            w_shape[0], groups)
     return gw
 
 
@@ -687,9 +691,8 @@ def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride,
     total = sum(t.numel() for t in (gi, gw, gb) if t is not None)
     if total:
         g = _geo(x._shape, x._stride, list(w._shape[2:]), out_sizes, stride, pads, dilation)
-        _launch("direct_bw", grad, total,
-                [_ptr(grad), _ptr(x), _ptr(w), _ptr(gi), _ptr(gw), _ptr(gb), g,
-                 ctypes.c_longlong(cout), ctypes.c_longlong(groups)])
+        _launch("direct_bw", grad, total, "PPPPPP200sqq", _ptr(grad), _ptr(x), _ptr(w),
+                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups)
     return gi, gw, gb
 
 
@@ -713,11 +716,8 @@ def small_mm(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None) -> T
     if rows * cols:
         if bias is not None:
             bias = dense(bias)
-        _launch("small_mm", out, rows * cols,
-                [_ptr(a), _ptr(b), _ptr(bias), _ptr(out), ctypes.c_longlong(rows),
-                 ctypes.c_longlong(cols), ctypes.c_longlong(inner),
-                 ctypes.c_longlong(a._stride[0]), ctypes.c_longlong(a._stride[1]),
-                 ctypes.c_longlong(b._stride[0]), ctypes.c_longlong(b._stride[1])])
+        _launch("small_mm", out, rows * cols, "PPPPqqqqqqq", _ptr(a), _ptr(b), _ptr(bias),
+                _ptr(out), rows, cols, inner, *a._stride, *b._stride)
     return out
 
 
@@ -733,10 +733,8 @@ def small_mm_backward(grad: Tensor, x: Tensor, w: Tensor, mask) -> tuple:
     gb = Tensor._empty((n,), dt, dev) if mask[2] else None
     total = sum(t.numel() for t in (gi, gw, gb) if t is not None)
     if total:
-        _launch("small_mm_bw", grad, total,
-                [_ptr(grad), _ptr(x), _ptr(w), _ptr(gi), _ptr(gw), _ptr(gb),
-                 *[ctypes.c_longlong(v) for v in (m, n, k, *grad._stride, *x._stride,
-                                                  *w._stride)]])
+        _launch("small_mm_bw", grad, total, "PPPPPPqqqqqqqqq", _ptr(grad), _ptr(x), _ptr(w),
+                _ptr(gi), _ptr(gw), _ptr(gb), m, n, k, *grad._stride, *x._stride, *w._stride)
     return gi, gw, gb
 
 

@@ -197,24 +197,30 @@ class _Nll(ctypes.Structure):
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 
 
-def _ptr(t: Tensor | None) -> ctypes.c_uint64:
-    if t is None:
-        return ctypes.c_uint64(0)
-    return ctypes.c_uint64(t._storage._data.ptr + t._offset * t.dtype.itemsize)
+# The launch layouts (``_driver.ParamLayout``): the pointers as addresses, then the
+# geometry struct (Pool, Nll) passed by value as its bytes. Neither depends on the dtype.
+_POOL_FMT = f"PPP{ctypes.sizeof(_Pool)}s"  # x, y, ind, g  /  gy, ind, gx, g
+_NLL_FMT = f"PPPPP{ctypes.sizeof(_Nll)}s"  # x, t, w, out, total, g  /  gy, t, w, total, gx, g
 
 
-def _launch(name: str, like: Tensor, items: int, args: list, block: int = _BLOCK,
+def _ptr(t: Tensor | None) -> int:
+    """The address of ``t``'s first element (0 for None)."""
+    return 0 if t is None else t._storage._data.ptr + t._offset * t.dtype.itemsize
+
+
+def _launch(name: str, like: Tensor, items: int, fmt: str, *args, block: int = _BLOCK,
             grid: int | None = None) -> None:
     """Launch kernel ``name`` on ``like``'s device and current stream, ``items`` threads'
-    worth of work (a grid-stride loop covers the rest) unless ``grid`` is given."""
+    worth of work (a grid-stride loop covers the rest) unless ``grid`` is given; ``args``
+    are plain values packed by ``fmt`` (``_driver.launch_packed``)."""
     index = like._storage.device.index
     fn = _functions.get((name, index))
     if fn is None:
         fn = _functions[(name, index)] = load_functions(_SOURCE, (name,), index)[0]
     if grid is None:
         grid = min(max(-(-items // block), 1), _MAX_GRID)
-    _driver.launch(index, fn, (grid, 1, 1), (block, 1, 1), args,
-                   streams.current_stream_handle(index))
+    _driver.launch_packed(index, fn, (grid, 1, 1), (block, 1, 1), fmt, args,
+                          streams.current_stream_handle(index), 0, name)
 
 
 def _pool_geometry(planes: int, sizes, out, k, s, p, d) -> _Pool:
@@ -233,8 +239,8 @@ def max_pool2d(input: Tensor, k, s, p, d, out) -> tuple[Tensor, Tensor]:
     indices = Tensor._empty((*lead, *out), D.int64, dev)
     if values.numel():
         g = _pool_geometry(planes, x.shape[-2:], out, k, s, p, d)
-        _launch(f"pool_fwd_{_SUFFIX[x.dtype]}", x, values.numel(),
-                [_ptr(x), _ptr(values), _ptr(indices), g])
+        _launch(f"pool_fwd_{_SUFFIX[x.dtype]}", x, values.numel(), _POOL_FMT,
+                _ptr(x), _ptr(values), _ptr(indices), bytes(g))
     return values, indices
 
 
@@ -247,8 +253,8 @@ def max_pool2d_backward(grad: Tensor, input: Tensor, idx: Tensor, k, s, p, d) ->
     if gx.numel():
         planes = gx.numel() // (input.shape[-2] * input.shape[-1])
         geo = _pool_geometry(planes, input.shape[-2:], idx.shape[-2:], k, s, p, d)
-        _launch(f"pool_bwd_{_SUFFIX[input.dtype]}", gx, gx.numel(),
-                [_ptr(g), _ptr(idx), _ptr(gx), geo])
+        _launch(f"pool_bwd_{_SUFFIX[input.dtype]}", gx, gx.numel(), _POOL_FMT,
+                _ptr(g), _ptr(idx), _ptr(gx), bytes(geo))
     return gx
 
 
@@ -273,8 +279,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None, reduction: st
     loss = Tensor._empty(tuple(target.shape) if reduction == "none" else (), input.dtype, dev)
     total = Tensor._empty((), input.dtype, dev)
     geo = _nll_geometry(input, target, weight, reduction, ignore_index)
-    _launch(f"nll_fwd_{_SUFFIX[input.dtype]}", input, 0,
-            [_ptr(input), _ptr(target), _ptr(weight), _ptr(loss), _ptr(total), geo],
+    _launch(f"nll_fwd_{_SUFFIX[input.dtype]}", input, 0, _NLL_FMT,
+            _ptr(input), _ptr(target), _ptr(weight), _ptr(loss), _ptr(total), bytes(geo),
             block=_NLL_BLOCK, grid=1)
     return loss, total
 
@@ -285,6 +291,6 @@ def nll_loss_backward(grad: Tensor, input: Tensor, target: Tensor, weight: Tenso
     loss's shape) and the forward's summed weight ``total``, as a new contiguous tensor."""
     gx = Tensor._empty(tuple(input.shape), input.dtype, input._storage.device)
     geo = _nll_geometry(input, target, weight, reduction, ignore_index, grad)
-    _launch(f"nll_bwd_{_SUFFIX[input.dtype]}", gx, gx.numel(),
-            [_ptr(grad), _ptr(target), _ptr(weight), _ptr(total), _ptr(gx), geo])
+    _launch(f"nll_bwd_{_SUFFIX[input.dtype]}", gx, gx.numel(), _NLL_FMT,
+            _ptr(grad), _ptr(target), _ptr(weight), _ptr(total), _ptr(gx), bytes(geo))
     return gx

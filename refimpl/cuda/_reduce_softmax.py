@@ -128,6 +128,8 @@ class _SGeo(ctypes.Structure):
                 ("kout", ctypes.c_longlong * MAX_DIMS)]
 
 
+# the launch layout of row_kernel and lines: x, out, and the SGeo struct's bytes
+_FMT = f"PP{ctypes.sizeof(_SGeo)}s"
 _sources: dict[tuple, str] = {}
 
 
@@ -179,12 +181,13 @@ def softmax(x: Tensor, dim: int, log: bool) -> Tensor:
         threads = max(32, min(1024, 1 << max(0, (-(-nvec // 2) - 1).bit_length())))
         per = -(-nvec // threads)
         k = next((k for k in _KS if k >= per), 0)
-        fn = _nvrtc.get_function(_source(x.dtype.name, log, k), "row_kernel", idx)
+        name, src = "row_kernel", _source(x.dtype.name, log, k)
         grid, block = (g.rows, 1, 1), (threads, 1, 1)
     else:
-        fn = _nvrtc.get_function(_source(x.dtype.name, log, 0), "lines", idx)
+        name, src = "lines", _source(x.dtype.name, log, 0)
         grid, block = (-(-g.rows // 128), 1, 1), (128, 1, 1)
-    _driver.launch(idx, fn, grid, block,
-                   [ctypes.c_uint64(base), ctypes.c_uint64(out._storage._data.ptr), g],
-                   streams.current_stream_handle(idx))
+    fn = _nvrtc.get_function(src, name, idx)
+    _driver.launch_packed(idx, fn, grid, block, _FMT,
+                          (base, out._storage._data.ptr, bytes(g)),
+                          streams.current_stream_handle(idx), 0, name)
     return out

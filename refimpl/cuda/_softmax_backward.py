@@ -10,8 +10,6 @@ caller composes the formula from ops otherwise.
 
 from __future__ import annotations
 
-import ctypes
-
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 
@@ -77,8 +75,8 @@ def backward(grad: Tensor, y: Tensor, log: bool) -> Tensor:
         fn = _functions[(name, index)] = load_functions(_SOURCE, (name,), index)[0]
     block = min(1024, max(32, -(-n // 32) * 32))
     size = y.dtype.itemsize
-    args = [ctypes.c_uint64(t._storage._data.ptr + t._offset * size) for t in (grad, y, out)]
-    args += [ctypes.c_longlong(rows), ctypes.c_longlong(n)]
-    _driver.launch(index, fn, (min(rows, _MAX_GRID), 1, 1), (block, 1, 1), args,
-                   streams.current_stream_handle(index))
+    ptrs = [t._storage._data.ptr + t._offset * size for t in (grad, y, out)]
+    # ROWS's parameters: g, y, out (addresses), rows, n
+    _driver.launch_packed(index, fn, (min(rows, _MAX_GRID), 1, 1), (block, 1, 1), "PPPqq",
+                          (*ptrs, rows, n), streams.current_stream_handle(index), 0, name)
     return out
