@@ -309,12 +309,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("path", ["gemm", "direct"])
-@pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
-                         CASES)
-def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups, bias,
-                                              strided, path, launches, monkeypatch):
-    # the size limits pick the path: none fits the direct kernels, or every case does
+def _case(xs, ws, bias: bool, strided: bool, path: str, monkeypatch):
+    """A case's input, weight and bias; the size limits set so that no convolution fits
+    the direct kernels (path "gemm") or every one does ("direct")."""
     monkeypatch.setattr(K, "DIRECT_MACS", 1 << 40 if path == "direct" else 0)
     monkeypatch.setattr(K, "DIRECT_GW_SUM", 1 << 40 if path == "direct" else 0)
     xa = RNG.standard_normal(xs)
@@ -323,6 +320,15 @@ def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups,
         x = t.tensor(np.ascontiguousarray(np.swapaxes(xa, 0, 1))).transpose(0, 1)
     w = t.tensor(RNG.standard_normal(ws))
     b = t.tensor(RNG.standard_normal(ws[0])) if bias else None
+    return x, w, b
+
+
+@pytest.mark.parametrize("path", ["gemm", "direct"])
+@pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
+                         CASES)
+def test_conv_launch_plan_matches_cpu_kernels(xs, ws, stride, pads, dil, groups, bias,
+                                              strided, path, launches, monkeypatch):
+    x, w, b = _case(xs, ws, bias, strided, path, monkeypatch)
     args = (stride, pads, dil, groups)
     got = C._cuda(x, w, b, *args)
     want = C._cpu(x, w, b, *args)
@@ -501,14 +507,7 @@ def host_launches(monkeypatch, host_kernels):
                          CASES)
 def test_conv_cuda_source_matches_cpu_kernels(xs, ws, stride, pads, dil, groups, bias,
                                               strided, path, host_launches, monkeypatch):
-    monkeypatch.setattr(K, "DIRECT_MACS", 1 << 40 if path == "direct" else 0)
-    monkeypatch.setattr(K, "DIRECT_GW_SUM", 1 << 40 if path == "direct" else 0)
-    xa = RNG.standard_normal(xs)
-    x = t.tensor(xa)
-    if strided:
-        x = t.tensor(np.ascontiguousarray(np.swapaxes(xa, 0, 1))).transpose(0, 1)
-    w = t.tensor(RNG.standard_normal(ws))
-    b = t.tensor(RNG.standard_normal(ws[0])) if bias else None
+    x, w, b = _case(xs, ws, bias, strided, path, monkeypatch)
     args = (stride, pads, dil, groups)
     want = C._cpu(x, w, b, *args)
     np.testing.assert_allclose(C._cuda(x, w, b, *args)._np, want, rtol=1e-12, atol=1e-12)

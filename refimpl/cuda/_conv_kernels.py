@@ -82,6 +82,33 @@ __device__ __forceinline__ int tap_out(const Geo& g, int d, long long i, long lo
   return o < g.out[d] ? 1 : 0;
 }
 
+// Calls f(k, l) for each kernel offset (k flat, in order) whose window reads input
+// element (id, ih, iw), with l the flat index of that window's output: the walk that
+// col2im and the input gradient share (their sums keep this order).
+template<class F>
+__device__ __forceinline__ void for_taps_reading(const Geo& g, long long id, long long ih,
+                                                 long long iw, F f) {
+  for (long long kd = 0; kd < g.k[0]; ++kd) {
+    long long od;
+    const int h0 = tap_out(g, 0, id, kd, od);
+    if (h0 < 0) break;
+    if (!h0) continue;
+    for (long long kh = 0; kh < g.k[1]; ++kh) {
+      long long oh;
+      const int h1 = tap_out(g, 1, ih, kh, oh);
+      if (h1 < 0) break;
+      if (!h1) continue;
+      for (long long kw = 0; kw < g.k[2]; ++kw) {
+        long long ow;
+        const int h2 = tap_out(g, 2, iw, kw, ow);
+        if (h2 < 0) break;
+        if (!h2) continue;
+        f((kd * g.k[1] + kh) * g.k[2] + kw, (od * g.out[1] + oh) * g.out[2] + ow);
+      }
+    }
+  }
+}
+
 template<class T>
 __device__ void im2col_body(const T* __restrict__ x, T* __restrict__ cols, Geo g,
                             int layout_b) {
@@ -126,28 +153,10 @@ __device__ void col2im_body(const T* __restrict__ cols, T* __restrict__ out, Geo
     const long long ch = r % g.c;
     const long long b = r / g.c;
     A acc = 0;
-    for (long long kd = 0; kd < g.k[0]; ++kd) {
-      long long od;
-      const int h0 = tap_out(g, 0, id, kd, od);
-      if (h0 < 0) break;
-      if (!h0) continue;
-      for (long long kh = 0; kh < g.k[1]; ++kh) {
-        long long oh;
-        const int h1 = tap_out(g, 1, ih, kh, oh);
-        if (h1 < 0) break;
-        if (!h1) continue;
-        for (long long kw = 0; kw < g.k[2]; ++kw) {
-          long long ow;
-          const int h2 = tap_out(g, 2, iw, kw, ow);
-          if (h2 < 0) break;
-          if (!h2) continue;
-          const long long k = (kd * g.k[1] + kh) * g.k[2] + kw;
-          const long long l = (od * g.out[1] + oh) * g.out[2] + ow;
-          const long long row = ch * K + k;
-          acc += ld(cols[layout_b ? (row * g.n + b) * L + l : (b * g.c * K + row) * L + l]);
-        }
-      }
-    }
+    for_taps_reading(g, id, ih, iw, [&](long long k, long long l) {
+      const long long row = ch * K + k;
+      acc += ld(cols[layout_b ? (row * g.n + b) * L + l : (b * g.c * K + row) * L + l]);
+    });
     out[e] = st<T>(acc);
   }
 }
@@ -268,26 +277,9 @@ __device__ typename Acc<T>::type direct_gi_at(long long e, const T* __restrict__
     const long long co = grp * og + o;
     const T* gr = grad + (b * cout + co) * L;
     const T* wr = w + (co * cg + ci) * K;
-    for (long long kd = 0; kd < g.k[0]; ++kd) {
-      long long od;
-      const int h0 = tap_out(g, 0, id, kd, od);
-      if (h0 < 0) break;
-      if (!h0) continue;
-      for (long long kh = 0; kh < g.k[1]; ++kh) {
-        long long oh;
-        const int h1 = tap_out(g, 1, ih, kh, oh);
-        if (h1 < 0) break;
-        if (!h1) continue;
-        for (long long kw = 0; kw < g.k[2]; ++kw) {
-          long long ow;
-          const int h2 = tap_out(g, 2, iw, kw, ow);
-          if (h2 < 0) break;
-          if (!h2) continue;
-          acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
-               * ld(wr[(kd * g.k[1] + kh) * g.k[2] + kw]);
-        }
-      }
-    }
+    for_taps_reading(g, id, ih, iw, [&](long long k, long long l) {
+      acc += ld(gr[l]) * ld(wr[k]);
+    });
   }
   return acc;
 }
