@@ -41,6 +41,29 @@ def numpy_blas_threads() -> int:
     return os.cpu_count() or 1
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def fix_malloc_thresholds(size: int = 64 << 20) -> dict | None:
+    """Fix glibc's mmap and trim thresholds for the rest of the process (both libraries).
+
+    By default glibc moves its mmap threshold as large blocks are freed and trims the heap
+    top, so whether a multi-megabyte array is served from pages already mapped or from
+    fresh ones (one page fault per 4 KiB) depends on the process's history: timings of
+    models with large activations then differ by up to 1.5x from one process to the
+    next. Returns the settings made, or None where there is no glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    if not (mallopt(_M_MMAP_THRESHOLD, size) and mallopt(_M_TRIM_THRESHOLD, 4 * size)):
+        return None
+    return {"mmap_threshold": size, "trim_threshold": 4 * size}
+
+
 def measure(fns: dict, number: int, repeat: int, warmup: int) -> dict:
     """Nanoseconds per call of each function: ``repeat`` samples of ``number`` calls,
     the functions sampled in alternation so that machine noise hits them alike."""

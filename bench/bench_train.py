@@ -14,7 +14,10 @@ One step is zero_grad, forward, loss, backward, optimizer step, and ``loss.item(
 also waits for the GPU). Samples alternate refimpl and torch; the median is reported and
 the goals are judged on the ratio of medians: at most 2x torch on the CPU, at most 1.5x
 on the GPU (``--device cuda``). On the CPU, numpy's OpenBLAS and torch get one thread
-each (two libraries' spinning pools make small-model timings meaningless).
+each (two libraries' spinning pools make small-model timings meaningless), and glibc's
+mmap and trim thresholds are fixed for the process (``bench._common.fix_malloc_thresholds``;
+``--malloc default`` leaves them moving, and the CPU timings at the bench size then vary
+by up to 1.5x from one run to the next, for both libraries).
 
     python bench/bench_train.py                          # bench/results/cpu/train.json
     python bench/bench_train.py --device cuda --out F
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import refimpl
 from bench import train_models as M
-from bench._common import cpu_model, measure
+from bench._common import cpu_model, fix_malloc_thresholds, measure
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cpu" / "train.json"
 GOALS = {"cpu": 2.0, "cuda": 1.5}
@@ -78,14 +81,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--number", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--malloc", choices=["fixed", "default"], default="fixed",
+                        help="glibc's mmap/trim thresholds: fixed (stable timings) or moving")
     args = parser.parse_args()
+    malloc = fix_malloc_thresholds() if args.malloc == "fixed" else None
     import torch
 
     if args.device == "cpu":
         torch.set_num_threads(1)
     machine = {"platform": platform.platform(), "cpu": cpu_model(),
                "python": platform.python_version(), "torch": torch.__version__,
-               "refimpl": refimpl.__version__, "device": args.device}
+               "refimpl": refimpl.__version__, "device": args.device,
+               "malloc": malloc or "glibc default (moving mmap threshold)"}
     if args.device == "cuda":
         machine["gpu"] = torch.cuda.get_device_name(0)
     report = {"benchmark": "train", "machine": machine,

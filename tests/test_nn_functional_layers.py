@@ -271,3 +271,40 @@ def test_multi_head_attention_masks():
               *MHA, pad, causal, grad=True)
     check(lambda m, *a: _mha(m, *a, None, None, attn_mask=a[0].new_zeros(3, 5),
                              is_causal=True, need_weights=False), *MHA, grad=True)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape,dtype", [((8, 5, 12, 12), "float32"), ((6, 4, 50), "float64"),
+                                         ((7, 3), "float64")])
+def test_batch_norm_cpu_kernel_at_size(training, affine, shape, dtype):
+    # the CPU kernel's per-channel sums are BLAS products over (N, C, L): its values and
+    # all three gradients against torch's, with and without batch statistics
+    c = shape[1]
+    params = [randn((c,), dtype, 3), randn((c,), dtype, 4)] if affine else [None, None]
+
+    def run(m, x, weight, bias):
+        rm = m.tensor(np.linspace(-1, 1, c), dtype=x.dtype)
+        rv = m.tensor(np.linspace(0.5, 2, c), dtype=x.dtype)
+        out = (RF if m is t else m.nn.functional).batch_norm(
+            x, rm, rv, weight, bias, training=training, momentum=0.2)
+        return out, rm, rv
+    check(run, randn(shape, dtype, 2), *params, grad=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("size", [5000, 4096, 3 * 1024 + 5, 100])
+def test_relu_cpu_kernel_rows(dtype, size):
+    # large contiguous arrays run as rows against a row of zeros: the same bits as the
+    # plain maximum (NaN kept, -0.0 as numpy's maximum gives it), torch's values
+    from refimpl.ops.activation import _relu_np
+
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(size).astype(dtype)
+    x[::7], x[::11] = -0.0, np.nan
+    for a in (x, x.reshape(-1, 5) if size % 5 == 0 else x, x[::2]):
+        got, want = _relu_np(a), np.maximum(a, np.zeros((), a.dtype))
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    if dtype is not np.float16:
+        check(lambda m, v: m.relu(v), In(x))

@@ -147,7 +147,30 @@ def _relu_check(x, **_) -> None:
         raise NotImplementedError("clamp is not supported for complex types")
 
 
-_relu_impl = Unary(lambda x: np.maximum(x, np.zeros((), x.dtype)), result="same",
+_ROW = 1024
+_ZERO_ROWS: dict = {}  # numpy dtype -> _ROW zeros
+
+
+def _relu_np(x: np.ndarray) -> np.ndarray:
+    """``max(x, 0)``. numpy takes a scalar loop for a zero-dimensional operand, about
+    twice as slow as its vector loop over two rows, so a large contiguous float array is
+    split into rows of ``_ROW`` elements, each against one row of zeros (same results)."""
+    n = x.size
+    if n < 4 * _ROW or x.dtype.kind != "f" or not x.flags.c_contiguous:
+        return np.maximum(x, np.zeros((), x.dtype))
+    zeros = _ZERO_ROWS.get(x.dtype)
+    if zeros is None:
+        zeros = _ZERO_ROWS[x.dtype] = np.zeros(_ROW, x.dtype)
+    out = np.empty_like(x)
+    flat, into = x.reshape(-1), out.reshape(-1)
+    full = n - n % _ROW
+    np.maximum(flat[:full].reshape(-1, _ROW), zeros, out=into[:full].reshape(-1, _ROW))
+    if full < n:
+        np.maximum(flat[full:], zeros[:n - full], out=into[full:])
+    return out
+
+
+_relu_impl = Unary(_relu_np, result="same",
                    check=_relu_check, cuda="r_maximum(a, decltype(a)(0))", name="relu")
 relu = defop("relu", meta=_relu_impl.meta, cpu=_relu_impl.cpu,
              backward=lambda ctx, g: (threshold_backward(g, ctx.outputs[0], 0),),
