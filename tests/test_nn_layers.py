@@ -445,4 +445,5 @@ def test_batch_norm_running_update_takes_the_one_pass_path(monkeypatch):
     v0 = bn.running_mean._version
     bn(x).sum().backward()
     assert len(calls) == 1
-    assert bn.running_mean._version == v0 + 2 and bn.num_batches_tracked.item() == 1
+    # torch's batch norm kernels leave the running statistics' versions alone
+    assert bn.running_mean._version == v0 and bn.num_batches_tracked.item() == 1

@@ -159,7 +159,7 @@ def emu(lib, monkeypatch):
 
     monkeypatch.setattr(K, "Tensor", _Buffer)
     monkeypatch.setattr(K, "_launch", launch)
-    monkeypatch.setattr("refimpl.optim._cuda_update.plain", lambda *a: True)
+    monkeypatch.setattr("refimpl.optim._cuda_update.plain", lambda *a, **k: True)
 
 
 def _b(a):
@@ -241,7 +241,8 @@ def test_running_statistics_kernel(emu, dtype):
     _update_running_np(*want, 0.3, 37)
     for i in range(2):
         _close(got[i], want[i], dtype)
-        assert got[i]._version_counter.version == 2
+        # no version bump, as torch's batch norm kernels
+        assert got[i]._version_counter.version == 0 == want[i]._version_counter.version
 
 
 def test_source_compiles_with_nvrtc(nvrtc_compile):

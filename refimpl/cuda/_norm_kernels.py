@@ -491,21 +491,19 @@ def update_running(running_mean: Tensor, running_var: Tensor, mean: Tensor, var:
     biased ``var`` of ``n`` values a channel, in one launch; rounded as the ops
     ``running_mean.mul_(1 - momentum).add_(mean, alpha=momentum)`` and
     ``running_var.mul_(1 - momentum).add_(var * (n / (n - 1)), alpha=momentum)`` round
-    it, each buffer's version bumped twice as by them. False (nothing done) unless all
+    it, with no version bump (as torch's batch norm kernels). False (nothing done) unless all
     four are plain contiguous CUDA tensors of one float32/float64 dtype, shape and device
-    and nothing watches ops."""
+    (a profiler or dispatch mode sees no ops of the update, as in torch's batch norm)."""
     from refimpl.optim._cuda_update import plain
 
     if n < 2 or not running_var.is_contiguous() \
-            or not plain(running_mean, mean, running_var, var):
+            or not plain(running_mean, mean, running_var, var, inside_op=True):
         return False
     c = running_mean.numel()
     if c:
         _launch("bn_running", mean, (-(-c // _BLOCK), 1, 1), (_BLOCK, 1, 1), "PPPPqFFF",
                 _ptr(running_mean), _ptr(running_var), _ptr(mean), _ptr(var), c,
                 1 - momentum, momentum, n / (n - 1))
-    running_mean._version_counter.version += 2
-    running_var._version_counter.version += 2
     return True
 
 

@@ -54,6 +54,7 @@ def _check_channels(name: str, t, c: int) -> None:
         raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
 
 
+@composite("batch_norm")
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None,
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
@@ -124,7 +125,7 @@ def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> N
             if kind == "cpu":
                 from refimpl.optim._cpu_update import plain
 
-                if plain(running_mean, running_var, mean, var):
+                if plain(running_mean, running_var, mean, var, inside_op=True):
                     _update_running_np(running_mean, running_var, mean, var, momentum, n)
                     return
             elif kind == "cuda" and _norm_kernels.update_running(
@@ -140,16 +141,14 @@ def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> N
 
 def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -> None:
     """``_update_running``'s arithmetic in place on the CPU tensors' numpy views (the
-    ops' order and dtype; each buffer's version bumped twice, as by ``mul_`` and
-    ``add_``)."""
+    ops' order and dtype). No version counter moves: torch's batch norm kernels update
+    the running statistics without bumping them (its schema marks them as not written)."""
     rm, rv = running_mean._np, running_var._np
     rm *= 1 - momentum
     rm += momentum * mean._np
     unbiased = var._np * (n / (n - 1) if n > 1 else float("inf"))
     rv *= 1 - momentum
     rv += momentum * unbiased
-    running_mean._version_counter.version += 2
-    running_var._version_counter.version += 2
 
 
 _DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the ops)

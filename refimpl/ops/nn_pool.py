@@ -206,8 +206,18 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False):
     """Max over sliding windows of (N, C, H, W) or (C, H, W); with ``return_indices`` also
     the flat H*W index of each maximum (spec NNF-040)."""
+    if return_indices:  # torch calls max_pool2d_with_indices itself
+        return _max_pool(input, 2, "max_pool2d", kernel_size, stride, padding, dilation,
+                         ceil_mode, True)
+    return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@composite("max_pool2d")
+def _max_pool2d(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool):
+    """``max_pool2d`` without indices: torch's ``aten::max_pool2d`` (to the profiler and
+    autocast), over the op that also gives the indices."""
     return _max_pool(input, 2, "max_pool2d", kernel_size, stride, padding, dilation,
-                     ceil_mode, return_indices)
+                     ceil_mode, False)
 
 
 @composite("max_pool3d")

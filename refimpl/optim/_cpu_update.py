@@ -48,9 +48,11 @@ def plain_tensor(t) -> bool:
             and not (t.requires_grad and t.grad_fn is not None))
 
 
-def plain(*tensors) -> bool:
-    """Whether the numpy updates may stand for the ops on these tensors."""
-    if not unwatched():
+def plain(*tensors, inside_op: bool = False) -> bool:
+    """Whether the numpy updates may stand for the ops on these tensors. ``inside_op``:
+    the update is part of one op in torch (batch norm's running statistics), which shows
+    no ops of its own to the profiler or a dispatch mode."""
+    if not inside_op and not unwatched():
         return False
     dtype = None
     for t in tensors:

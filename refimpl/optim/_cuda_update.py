@@ -118,9 +118,10 @@ _functions: dict = {}  # (kind, dtype, device index) -> loaded kernel handle
 _SUFFIX = {D.float32: "f32", D.float64: "f64"}
 
 
-def plain(*tensors) -> bool:
-    """Whether one fused kernel may stand for the update's ops on these tensors."""
-    if not unwatched():
+def plain(*tensors, inside_op: bool = False) -> bool:
+    """Whether one fused kernel may stand for the update's ops on these tensors
+    (``inside_op``: as in ``_cpu_update.plain``, whatever watches ops)."""
+    if not inside_op and not unwatched():
         return False
     first = None
     for i, t in enumerate(tensors):

@@ -26,6 +26,27 @@ RENAMED = {
     "_squeeze_dims_": "squeeze_",
     "_view_dtype": "view",
     "_to_device": "_to_copy",
+    # the one-op layer kernels: the aten op that does the same work in torch (its CPU
+    # kernel's name where CUDA's differs: cuDNN's convolution and batch norm, the
+    # attention backends); the linear forward as addmm (with a bias, the common case; mm
+    # without), its backward as mm (torch's AddmmBackward0 runs two mm and a sum)
+    "_batch_norm_fused": "native_batch_norm",
+    "_batch_norm_fused_backward": "native_batch_norm_backward",
+    "_conv_im2col": "_convolution",
+    "_conv_im2col_backward": "convolution_backward",
+    "_linear_fused": "addmm",
+    "_linear_fused_backward": "mm",
+    "_max_pool2d_fused": "max_pool2d_with_indices",
+    "_max_pool2d_fused_backward": "max_pool2d_with_indices_backward",
+    "_nll_loss_fused": "nll_loss_forward",
+    "_nll_loss_fused_backward": "nll_loss_backward",
+    "_layer_norm_fused": "native_layer_norm",
+    "_layer_norm_fused_backward": "native_layer_norm_backward",
+    "_softmax_backward_fused": "_softmax_backward_data",
+    "_log_softmax_backward_fused": "_log_softmax_backward_data",
+    "_gelu_backward_fused": "gelu_backward",
+    "_sdpa_fused": "_scaled_dot_product_flash_attention_for_cpu",
+    "_sdpa_fused_backward": "_scaled_dot_product_flash_attention_for_cpu_backward",
 }
 
 # Arguments in torch's schema of the overload a plain call picks (trailing defaults
