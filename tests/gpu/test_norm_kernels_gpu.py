@@ -277,7 +277,7 @@ def test_running_statistics_update_rounds_as_the_ops(dtype):
     v0 = rm._version
     with t.no_grad():  # as batch_norm calls it
         assert update_running(rm, rv, mean, var, 0.1, 27)
-    assert rm._version == v0 + 2
+    assert rm._version == v0  # torch's batch norm kernels bump no version either
     rm2.mul_(1 - 0.1).add_(mean, alpha=0.1)
     rv2.mul_(1 - 0.1).add_(var * (27 / 26), alpha=0.1)
     ulp = 1.2e-7 if dtype == "float32" else 2.3e-16  # at most one rounding apart
