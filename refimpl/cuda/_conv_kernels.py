@@ -71,6 +71,12 @@ struct Geo {
 #define GRID_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
     i < (n); i += (long long)gridDim.x * blockDim.x)
 
+// The input index along dim d that output o reads at kernel offset k (outside
+// [0, g.in[d]) where the window lies over the padding).
+__device__ __forceinline__ long long tap_in(const Geo& g, int d, long long o, long long k) {
+  return o * g.stride[d] - g.pad[d] + k * g.dil[d];
+}
+
 // The output index along dim d whose window reads input index i at kernel offset k:
 // 1 with it in o; 0 when no output does; -1 when no later offset can (the walk stops).
 __device__ __forceinline__ int tap_out(const Geo& g, int d, long long i, long long k,
@@ -126,9 +132,9 @@ __device__ void im2col_body(const T* __restrict__ x, T* __restrict__ cols, Geo g
     const long long kd = r % g.k[0]; r /= g.k[0];
     long long ch = r;
     if (!layout_b) { ch = r % g.c; b = r / g.c; }
-    const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
-    const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
-    const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+    const long long id = tap_in(g, 0, od, kd);
+    const long long ih = tap_in(g, 1, oh, kh);
+    const long long iw = tap_in(g, 2, ow, kw);
     T v{};
     if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
       v = x[b * g.xs[0] + ch * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]];
@@ -235,13 +241,13 @@ __device__ void direct_fwd_body(const T* __restrict__ x, const T* __restrict__ w
     A acc = 0;
     for (long long ci = 0; ci < cg; ++ci) {
       for (long long kd = 0; kd < g.k[0]; ++kd) {
-        const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+        const long long id = tap_in(g, 0, od, kd);
         if (id < 0 || id >= g.in[0]) continue;
         for (long long kh = 0; kh < g.k[1]; ++kh) {
-          const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+          const long long ih = tap_in(g, 1, oh, kh);
           if (ih < 0 || ih >= g.in[1]) continue;
           for (long long kw = 0; kw < g.k[2]; ++kw) {
-            const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+            const long long iw = tap_in(g, 2, ow, kw);
             if (iw < 0 || iw >= g.in[2]) continue;
             acc += ld(xb[ci * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]])
                  * ld(wr[(ci * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw]);
@@ -312,13 +318,13 @@ __device__ typename Acc<T>::type direct_gw_at(long long e, const T* __restrict__
     const T* gr = grad + (b * cout + co) * L;
     const T* xb = x + b * g.xs[0] + ch * g.xs[1];
     for (long long od = 0; od < g.out[0]; ++od) {
-      const long long id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+      const long long id = tap_in(g, 0, od, kd);
       if (id < 0 || id >= g.in[0]) continue;
       for (long long oh = 0; oh < g.out[1]; ++oh) {
-        const long long ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+        const long long ih = tap_in(g, 1, oh, kh);
         if (ih < 0 || ih >= g.in[1]) continue;
         for (long long ow = 0; ow < g.out[2]; ++ow) {
-          const long long iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
+          const long long iw = tap_in(g, 2, ow, kw);
           if (iw < 0 || iw >= g.in[2]) continue;
           acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
                * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);

@@ -13,6 +13,7 @@ OUT_DTYPE = "Expected out tensor to have dtype {res}, but got {out} instead"
 
 __all__ = [
     "broadcast_shapes",
+    "channel_sums",
     "compute_np_dtype",
     "int_key",
     "is_scalar",
@@ -124,6 +125,14 @@ def sum_to(grad: Tensor, shape) -> Tensor:
     if lead:
         out = out.reshape(shape)
     return out
+
+
+def channel_sums(a3: np.ndarray) -> np.ndarray:
+    """Per-channel sums of an (N, C, L) array: one matrix-vector product with ones (BLAS)
+    and a sum over the batch; numpy's reduction over axes 0 and 2 is several times slower
+    (CPU batch norm and convolution bias gradients)."""
+    n, c, size = a3.shape
+    return (a3.reshape(n * c, size) @ np.ones(size, a3.dtype)).reshape(n, c).sum(0)
 
 
 def normalize_dims(dim, ndim: int) -> tuple:

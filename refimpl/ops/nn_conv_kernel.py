@@ -30,6 +30,7 @@ from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 from refimpl.cuda import _conv_kernels as _CUDA
+from refimpl.ops._helpers import channel_sums
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -191,9 +192,8 @@ def _bw_cpu(grad, input, weight, stride, pads, dilation, groups, mask):
     g = grad._np.reshape(batch, groups, og, _prod(out_sizes))
     empty = np.zeros((0,), xa.dtype)
     gb = empty
-    if mask[2]:  # the sums over the batch and positions: BLAS, faster than numpy's sum
-        length = g.shape[3]
-        gb = (g.reshape(batch * cout, length) @ np.ones(length, g.dtype)).reshape(batch, cout).sum(0)
+    if mask[2]:  # the sums over the batch and positions
+        gb = channel_sums(g.reshape(batch, cout, g.shape[3]))
     gw = empty
     if mask[1]:
         cols = _cols_np(xa, kernel, stride, pads, dilation, groups, out_sizes)

@@ -6,7 +6,7 @@ The op returns the normalised output, the mean and the biased variance it used (
 batch's when training, else the running statistics given); only the output is
 differentiable. CPU: numpy, two passes over the input for the statistics and one for the
 output; the backward forms the input, weight and bias gradients from two per-channel sums.
-Per-channel sums are BLAS products over the input seen as (N, C, L) (``_channel_sums``).
+Per-channel sums are BLAS products over the input seen as (N, C, L) (``channel_sums``).
 CUDA: float32/float64 run the NVRTC kernels of ``refimpl.cuda._norm_kernels`` (two launches
 in training, one in evaluation; the backward two); other dtypes and empty inputs (which
 ``use_fused`` never sends here from ``batch_norm``) compose refimpl's CUDA ops under
@@ -23,6 +23,7 @@ from refimpl import _dtype as D
 from refimpl._state import STATE
 from refimpl._tensor import Tensor
 from refimpl.cuda import _norm_kernels as _CUDA
+from refimpl.ops._helpers import channel_sums
 from refimpl.ops._registry import TensorSpec, defop
 
 
@@ -48,13 +49,6 @@ def _channels(a: np.ndarray) -> np.ndarray:
     return a.reshape(n, c, math.prod(a.shape[2:]))
 
 
-def _channel_sums(a3: np.ndarray) -> np.ndarray:
-    """Per-channel sums of an (N, C, L) array: one matrix-vector product with ones (BLAS)
-    and a sum over the batch; numpy's reduction over axes 0 and 2 is several times slower."""
-    n, c, size = a3.shape
-    return (a3.reshape(n * c, size) @ np.ones(size, a3.dtype)).reshape(n, c).sum(0)
-
-
 def _channel_dots(a3: np.ndarray, b3: np.ndarray) -> np.ndarray:
     """Per-channel sums of ``a3 * b3`` (both (N, C, L)), as one dot product a row."""
     n, c, size = a3.shape
@@ -67,7 +61,7 @@ def _cpu(input, weight, bias, mean, var, training, eps):
     dt = xa.dtype
     if training:  # two passes: the mean, then the mean square of the centred values
         count = max(x3.shape[0] * x3.shape[2], 1)
-        m = _channel_sums(x3) / dt.type(count)
+        m = channel_sums(x3) / dt.type(count)
         xc = np.subtract(x3, m[:, None])
         v = _channel_dots(xc, xc) / dt.type(count)
     else:
@@ -192,7 +186,7 @@ def _bw_cpu(grad, input, weight, mean, var, training, eps, mask):
     dt = xa.dtype
     invstd = (1 / np.sqrt(var._np + eps)).astype(dt)
     xc = np.subtract(x3, mean._np[:, None])
-    gsum = _channel_sums(g3)
+    gsum = channel_sums(g3)
     gxhat = _channel_dots(g3, xc) * invstd  # the sums of grad * xhat, xhat = xc * invstd
     empty = np.zeros((0,), dt)
     gi = empty
