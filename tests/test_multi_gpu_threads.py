@@ -170,6 +170,8 @@ def simulated(monkeypatch):
         return None
 
     monkeypatch.setattr(_device_threads, "input_device", input_device)
+    # every device's turn goes to its thread (the real rule needs a real device)
+    monkeypatch.setattr(_device_threads, "may_run_here", lambda device: False)
     return refimpl
 
 
@@ -200,6 +202,72 @@ def test_engine_runs_device_nodes_on_their_threads(simulated):
                     ("torch.float32", main, False),
                     ("torch.float64", f"refimpl-autograd-cuda:{A}", False)]
     assert x.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_engine_runs_a_devices_builtin_nodes_here_where_allowed(simulated, monkeypatch):
+    # device A's turns may run on the task's thread, device B's may not: on A, nodes of
+    # recorded ops run here, and the device thread takes the rest of the turn over from
+    # a node with a hook or a custom backward; the order is the device threads' one
+    refimpl = simulated
+    monkeypatch.setattr(_device_threads, "may_run_here", lambda device: device == A)
+    ran = []
+    call = engine.call_function
+
+    def record(node, inputs):
+        ran.append((node.name(), threading.current_thread().name))
+        return call(node, inputs)
+
+    monkeypatch.setattr(engine, "call_function", record)
+    seen = []
+    probe = _probe(refimpl, seen)
+    x = refimpl.ones(3, dtype=refimpl.float64, requires_grad=True)
+    a = probe.apply(x * 2) * 3
+    b = a * 4
+    b.register_hook(lambda g: None)
+    b.half().sum().backward()
+    main = threading.current_thread().name
+    on_a, on_b = f"refimpl-autograd-cuda:{A}", f"refimpl-autograd-cuda:{B}"
+    assert ran == [("GraphRoot", main), ("SumBackward0", on_b), ("ToCopyBackward0", on_b),
+                   ("MulBackward0", on_a), ("MulBackward0", on_a), ("ProbeBackward", on_a),
+                   ("MulBackward0", on_a), ("torch::autograd::AccumulateGrad", on_a)]
+    assert seen == [("torch.float64", on_a, False)]
+    assert x.grad.tolist() == [24.0, 24.0, 24.0]
+
+    ran.clear()
+    (probe.apply(x * 2) * 3).sum().backward()
+    assert ran == [("GraphRoot", main), ("SumBackward0", main), ("MulBackward0", main),
+                   ("ProbeBackward", on_a), ("MulBackward0", on_a),
+                   ("torch::autograd::AccumulateGrad", on_a)]
+    assert x.grad.tolist() == [30.0, 30.0, 30.0]
+
+    # a CPU node ends the device thread's turn; the next turn starts here again
+    ran.clear()
+    (probe.apply(x * 2).float() * 3).double().sum().backward()
+    assert ran == [("GraphRoot", main), ("SumBackward0", main), ("ToCopyBackward0", main),
+                   ("MulBackward0", main), ("ToCopyBackward0", main), ("ProbeBackward", on_a),
+                   ("MulBackward0", on_a), ("torch::autograd::AccumulateGrad", on_a)]
+    assert x.grad.tolist() == [36.0, 36.0, 36.0]
+
+    # a leaf with a post-accumulate hook: only its AccumulateGrad goes to the device thread
+    ran.clear()
+    w = refimpl.ones(3, dtype=refimpl.float64, requires_grad=True)
+    w.register_post_accumulate_grad_hook(lambda t: None)
+    (w * 5).sum().backward()
+    assert ran == [("GraphRoot", main), ("SumBackward0", main), ("MulBackward0", main),
+                   ("torch::autograd::AccumulateGrad", on_a)]
+    assert w.grad.tolist() == [5.0, 5.0, 5.0]
+
+    # the nodes run in the order they run in when the device threads run every turn
+    def order(here: bool) -> list:
+        monkeypatch.setattr(_device_threads, "may_run_here", lambda device: here and device == A)
+        ran.clear()
+        v = refimpl.ones(3, dtype=refimpl.float64, requires_grad=True)
+        u = (probe.apply(v * 2).float() * 3 + (v * 4).float().exp()).double()
+        (u.sum() + (v * 6).sum() + u.half().float().double().sum()).backward()
+        return [name for name, _ in ran]
+
+    assert order(True) == order(False)
+    assert len(order(True)) == 20
 
 
 def test_engine_with_multithreading_disabled_stays_on_the_caller(simulated):
@@ -274,3 +342,35 @@ def test_engine_callbacks_queued_on_a_device_thread_run_at_the_end(simulated):
     (x * 2).sum().backward()
     assert order == [("hook", f"refimpl-autograd-cuda:{A}"),
                      ("callback", threading.current_thread().name)]
+
+
+def test_may_run_here_only_where_nothing_tells_the_threads_apart(monkeypatch):
+    from refimpl import _dispatch
+    from refimpl.autograd import saved
+    from refimpl.cuda import _allocator
+
+    class History:
+        level = 0
+
+    class Allocator:
+        _captures: list = []
+        history = History()
+
+    allocator = Allocator()
+    monkeypatch.setattr(_device, "current_device", lambda: A)
+    monkeypatch.setattr(_allocator, "get_device_allocator", lambda index: allocator)
+    assert _device_threads.may_run_here(A)
+    assert not _device_threads.may_run_here(B)  # not this thread's current device
+
+    def refused(obj, name, value) -> bool:
+        with monkeypatch.context() as m:
+            m.setattr(obj, name, value)
+            return not _device_threads.may_run_here(A)
+
+    assert refused(_dispatch, "PROFILE_LAYER", object())  # the profiler records thread ids
+    assert refused(_dispatch, "MODE_STACK", [object()])  # a dispatch mode sees every op
+    assert refused(saved, "HOOKED", True)  # a saved tensor unpacks through user hooks
+    assert refused(HOOKS, "stack", [(len, len)])  # saved-tensor hooks are on
+    assert refused(allocator, "_captures", [object()])  # allocations route into a pool
+    assert refused(allocator.history, "level", 1)  # allocations record their stacks
+    assert _device_threads.may_run_here(A)

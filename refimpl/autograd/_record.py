@@ -125,6 +125,7 @@ class OpNode(GraphNode):
         "_saved_at",
         "_strong",
     )
+    _builtin = True  # its backward is the op's formula (registered ops have no user ones)
 
     def _apply(self, grads: list) -> list:
         n_edges = len(self._next)

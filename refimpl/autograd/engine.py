@@ -17,7 +17,11 @@ tensors as soon as it ran.
 
 A node whose gradients arrive on a CUDA device runs on that device's worker thread
 (``_device_threads``), as in torch: the thread that runs the task hands the loop to a
-device thread for as long as the ready nodes are that device's.
+device thread for as long as the ready nodes are that device's. Where no user code runs
+and nothing could tell the threads apart, the task's thread runs the device's turn
+itself, in the same order, and hands the rest of the turn to the device thread at the
+first node that runs user code (``_device_threads.may_run_here``,
+``GraphNode._runs_user_code``).
 
 Backward called from inside backward (*reentrant*) runs a nested task on the same
 thread; every ``_HANDOFF_DEPTH`` levels the nested task moves to a fresh thread, so
@@ -185,14 +189,19 @@ class GraphTask:
         state = _RunState(root)
         device = self._drain(state, None)
         while device is not None:
-            _device_threads.run_on(device, self._drain, state, device)
+            # the device's turn, here while its nodes run no user code (the drain then
+            # returns the device itself when one does), else on the device's thread
+            if (not _device_threads.may_run_here(device)
+                    or self._drain(state, device, True) == device):
+                _device_threads.run_on(device, self._drain, state, device)
             device = self._drain(state, None)
         if state.leaf_streams:
             _streams.sync_leaves(state.leaf_streams)
         while self.callbacks:
             self.callbacks.pop(0)()
 
-    def _drain(self, state: _RunState, device: int | None) -> int | None:
+    def _drain(self, state: _RunState, device: int | None,
+               here: bool = False) -> int | None:
         """Run ready nodes, newest first, while they belong to this thread.
 
         ``device`` None: the task's own thread, which runs the nodes whose gradients are
@@ -200,6 +209,8 @@ class GraphTask:
         thread of ``device``, which runs the nodes whose gradients are on that device.
         A node that belongs elsewhere is kept in ``state.pending`` and its device
         returned (None when no node is left, or a CPU node ends a device thread's turn).
+        ``here``: the task's thread runs ``device``'s turn; a node that runs user code
+        is kept in ``state.pending`` and ``device`` returned, for its thread.
         """
         root = state.root
         heap = state.heap
@@ -235,6 +246,9 @@ class GraphTask:
                     buffers[node] = inputs
                 push(heap, (-node._seq, next(state.tick), node))
                 node, inputs = local, buffers.pop(local, None)
+            elif here and (node._runs_user_code() or not _plain(inputs)):
+                state.pending = (node, inputs, where)
+                return device
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
                 current = True
@@ -484,10 +498,8 @@ def _plain_unwatched(grad) -> bool:
     without history that is not a view (detach's result is never a view), with no mode or
     profiler to see the detach. Nobody else holds a stolen gradient, so its identity
     cannot be told apart."""
-    global _DISPATCH, _PLAIN
     if _DISPATCH is None:
-        from refimpl import _dispatch as _DISPATCH
-        from refimpl._tensor import PLAIN as _PLAIN
+        _bind()
     return (type(grad) in _PLAIN and grad._view_meta is None and grad._gfn is None
             and not grad._rg and not _DISPATCH.MODE_STACK
             and _DISPATCH.PROFILE_LAYER is None)
@@ -495,6 +507,12 @@ def _plain_unwatched(grad) -> bool:
 
 _DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the autograd layer)
 _PLAIN: frozenset = frozenset()
+
+
+def _bind() -> None:
+    global _DISPATCH, _PLAIN
+    from refimpl import _dispatch as _DISPATCH
+    from refimpl._tensor import PLAIN as _PLAIN
 
 
 def accumulate_into(variable, grad, steal: bool = False) -> None:
@@ -571,6 +589,16 @@ def run_backward(tensors, grads, keep_graph: bool, create_graph: bool, inputs,
                     "graph. Set allow_unused=True if this is the desired behavior."
                 )
     return result
+
+
+def _plain(grads: list) -> bool:
+    """Whether every gradient is a plain tensor (a subclass may run user code)."""
+    if _DISPATCH is None:
+        _bind()
+    for g in grads:
+        if g is not None and type(g) not in _PLAIN:
+            return False
+    return True
 
 
 def _execute(task: GraphTask, root: GraphNode) -> None:

@@ -115,6 +115,10 @@ class GraphNode:
     )
 
     _name = "Node"
+    # True for nodes whose backward is refimpl's own code (recorded ops, views,
+    # AccumulateGrad): with no hook on them either, nothing a user runs can tell which
+    # thread ran them, and the engine may run them on the task's thread (engine, STREAM-304)
+    _builtin = False
 
     def _init_node(self, next_edges: tuple, in_meta: tuple) -> None:
         self._next = next_edges
@@ -207,6 +211,11 @@ class GraphNode:
     def _has_tensor_hooks(self) -> bool:
         return bool(self._tensor_pre_hooks) or bool(self._retains_grad_hooks)
 
+    def _runs_user_code(self) -> bool:
+        """Whether running this node may call user code: a custom backward or any hook."""
+        return (not self._builtin or bool(self._pre_hooks) or bool(self._post_hooks)
+                or self._has_tensor_hooks())
+
     def _call_tensor_pre_hooks(self, grads: list) -> list:
         """Hooks registered on the tensors this node produced, then retain_grad hooks."""
         if self._tensor_pre_hooks:
@@ -241,6 +250,7 @@ class AccumulateGrad(GraphNode):
 
     __slots__ = ("_lock", "variable")
     _name = "torch::autograd::AccumulateGrad"
+    _builtin = True
 
     def __init__(self, variable) -> None:
         self._init_node((), ((variable._shape, variable.dtype, variable.device),))
@@ -274,6 +284,10 @@ class AccumulateGrad(GraphNode):
 
     def _has_tensor_hooks(self) -> bool:
         return bool(self.variable._backward_hooks)
+
+    def _runs_user_code(self) -> bool:
+        return (bool(self._pre_hooks) or bool(self._post_hooks)
+                or bool(self.variable._backward_hooks) or bool(self.variable._post_acc_hooks))
 
 
 _ENGINE = None  # refimpl.autograd.engine, bound on first use (it imports this module)

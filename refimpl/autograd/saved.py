@@ -36,6 +36,9 @@ class SavedTensor:
 
 _GRADIENT_EDGE = None  # refimpl.autograd.graph.gradient_edge, bound on first use
 _HOOKS = None  # refimpl.autograd.graph_hooks.HOOKS, bound on first use
+# Set for good once any saved tensor is packed by hooks: unpacking it runs user code, so
+# the engine stops running device nodes on the task's thread (_device_threads)
+HOOKED = False
 
 
 def _bind() -> tuple:
@@ -107,6 +110,8 @@ class SavedVariable(SavedTensor):
         self._data = _alias(tensor) if is_output else tensor
 
     def _pack_with(self, tensor, hooks) -> None:
+        global HOOKED
+        HOOKED = True
         pack, unpack = hooks
         version = self._counter.version
         self._data = None

@@ -280,6 +280,7 @@ class _LinearMapNode(GraphNode):
     """Backward of gather/scatter: the other map (both are linear)."""
 
     __slots__ = ("_dst", "_forward", "_nm", "_src")
+    _builtin = True
 
     def __init__(self, src, dst, forward: bool, name: str, edges, in_meta) -> None:
         self._init_node(edges, in_meta)
@@ -299,6 +300,7 @@ class AsStridedNode(GraphNode):
     """``AsStridedBackward0``: the grad_fn of a view regenerated from its base."""
 
     __slots__ = ("_base_geom", "_view_geom")
+    _builtin = True
 
     @classmethod
     def make(cls, view, base) -> AsStridedNode:
