@@ -353,8 +353,9 @@ def test_may_run_here_only_where_nothing_tells_the_threads_apart(monkeypatch):
         level = 0
 
     class Allocator:
-        _captures: list = []
-        history = History()
+        def __init__(self) -> None:
+            self._captures: list = []
+            self.history = History()
 
     allocator = Allocator()
     monkeypatch.setattr(_device, "current_device", lambda: A)
