@@ -12,13 +12,16 @@ reads (zero where the window hangs over the padding). Two layouts are written:
   are consecutive, group ``g`` is the row block (Cg*K, N*L) and one GEMM batched over
   the groups covers them all. Grouped forwards and every backward use it.
 
-Small problems skip the columns: ``direct_fwd``, ``direct_gi`` and ``direct_gw`` compute
-the output, the input gradient and the weight gradient with a thread per result element,
-and ``small_mm`` does the linear layer's small products, bias included (below
-``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time is the
-larger cost). A backward whose gradients all fit runs as one launch: ``direct_bw`` (the
-convolution's input, weight and bias gradients, one segment of threads each) and
-``small_mm_bw`` (the linear layer's); a bias-gradient thread sums its channel in order.
+Small problems skip the columns: ``direct_fwd`` and ``direct_gi`` compute the output
+and the input gradient with a thread per result element, ``direct_gw`` the weight
+gradient with a warp per element (its sums run over the batch and every output
+position: each lane sums every 32nd product in order, and the lanes' sums meet in a
+fixed butterfly), and ``small_mm`` does the linear layer's small products, bias included
+(below ``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time
+is the larger cost). A backward whose gradients all fit runs as one launch: ``direct_bw``
+(the convolution's input, weight and bias gradients, one segment each; a bias-gradient
+channel takes a warp too) and ``small_mm_bw`` (the linear layer's; a bias-gradient thread
+sums its column in order).
 ``direct_gi`` and ``direct_gw`` stay for backwards where only one of them fits.
 
 Element type ``T`` is float16 / bfloat16 (2-byte words, arithmetic in float32), float32
@@ -39,6 +42,7 @@ from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
+_LANES = 32  # the threads of one weight- or bias-gradient sum in the direct kernels (LANES)
 
 _SOURCE = r"""
 struct h16 { unsigned short x; };
@@ -261,7 +265,8 @@ __device__ void direct_fwd_body(const T* __restrict__ x, const T* __restrict__ w
 }
 
 // The input gradient: per input element, the output positions whose windows read it
-// (kernel offsets in order, like col2im), times the weights, over the group's channels.
+// (kernel offsets in order, like col2im), at each of them the group's output channels in
+// order, times their weights (the walk over the offsets runs once, not once a channel).
 // (g.xs is not read: the input gradient is dense, element e of it is computed.)
 template<class T>
 __device__ typename Acc<T>::type direct_gi_at(long long e, const T* __restrict__ grad,
@@ -278,15 +283,12 @@ __device__ typename Acc<T>::type direct_gi_at(long long e, const T* __restrict__
   const long long ch = r % g.c;
   const long long b = r / g.c;
   const long long grp = ch / cg, ci = ch % cg;
+  const T* gr = grad + (b * cout + grp * og) * L;  // output channel o at gr + o * L
+  const T* wr = w + (grp * og * cg + ci) * K;      // ... and its weights at wr + o * cg * K
   A acc = 0;
-  for (long long o = 0; o < og; ++o) {
-    const long long co = grp * og + o;
-    const T* gr = grad + (b * cout + co) * L;
-    const T* wr = w + (co * cg + ci) * K;
-    for_taps_reading(g, id, ih, iw, [&](long long k, long long l) {
-      acc += ld(gr[l]) * ld(wr[k]);
-    });
-  }
+  for_taps_reading(g, id, ih, iw, [&](long long k, long long l) {
+    for (long long o = 0; o < og; ++o) acc += ld(gr[o * L + l]) * ld(wr[o * cg * K + k]);
+  });
   return acc;
 }
 
@@ -298,12 +300,36 @@ __device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__
   }
 }
 
-// The weight gradient: per weight element, the sum over the batch and the output
-// positions (in order) of the output gradient times the input value its window reads.
+// The lanes that share one long sum (a weight- or bias-gradient element): a warp where
+// blocks are whole warps (every launch here), else 1 (a host emulation's single thread).
+#define LANES (blockDim.x % 32 ? 1 : 32)
+
+// The lanes' partial sums combined in a fixed tree (an xor butterfly, so every lane ends
+// with the same total, the same in every run). All lanes of the warp must call it.
+template<class A>
+__device__ __forceinline__ A lane_sum(A v, int lanes) {
+  for (int m = lanes >> 1; m; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// Steps the output position (od, oh, ow) on by n places (n may exceed a row).
+__device__ __forceinline__ void step_out(const Geo& g, long long n, long long& od,
+                                         long long& oh, long long& ow) {
+  ow += n;
+  while (ow >= g.out[2]) {
+    ow -= g.out[2];
+    if (++oh == g.out[1]) { oh = 0; ++od; }
+  }
+}
+
+// The weight gradient of element e, lane `lane` of `lanes`: over the batch, and the
+// output positions lane, lane + lanes, ... (in order), the output gradient times the
+// input value its window reads. lane_sum of the lanes' parts gives the element.
 template<class T>
-__device__ typename Acc<T>::type direct_gw_at(long long e, const T* __restrict__ grad,
-                                              const T* __restrict__ x, const Geo& g,
-                                              long long cout, long long groups) {
+__device__ typename Acc<T>::type direct_gw_part(long long e, int lane, int lanes,
+                                                const T* __restrict__ grad,
+                                                const T* __restrict__ x, const Geo& g,
+                                                long long cout, long long groups) {
   typedef typename Acc<T>::type A;
   const long long L = g.out[0] * g.out[1] * g.out[2];
   const long long K = g.k[0] * g.k[1] * g.k[2];
@@ -317,64 +343,77 @@ __device__ typename Acc<T>::type direct_gw_at(long long e, const T* __restrict__
   for (long long b = 0; b < g.n; ++b) {
     const T* gr = grad + (b * cout + co) * L;
     const T* xb = x + b * g.xs[0] + ch * g.xs[1];
-    for (long long od = 0; od < g.out[0]; ++od) {
+    long long od = 0, oh = 0, ow = 0;
+    step_out(g, lane, od, oh, ow);
+    for (long long p = lane; p < L; p += lanes, step_out(g, lanes, od, oh, ow)) {
       const long long id = tap_in(g, 0, od, kd);
-      if (id < 0 || id >= g.in[0]) continue;
-      for (long long oh = 0; oh < g.out[1]; ++oh) {
-        const long long ih = tap_in(g, 1, oh, kh);
-        if (ih < 0 || ih >= g.in[1]) continue;
-        for (long long ow = 0; ow < g.out[2]; ++ow) {
-          const long long iw = tap_in(g, 2, ow, kw);
-          if (iw < 0 || iw >= g.in[2]) continue;
-          acc += ld(gr[(od * g.out[1] + oh) * g.out[2] + ow])
-               * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
-        }
-      }
+      const long long ih = tap_in(g, 1, oh, kh);
+      const long long iw = tap_in(g, 2, ow, kw);
+      if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2])
+        continue;
+      acc += ld(gr[p]) * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
     }
   }
   return acc;
 }
 
+// Lane `lane`'s part of channel c's sum of dense (outer, channels, inner) g: over outer,
+// the elements lane, lane + lanes, ... of the channel's inner run (in order).
 template<class T>
-__device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
-                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
-  GRID_LOOP(e, cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2]) {
-    gw[e] = st<T>(direct_gw_at<T>(e, grad, x, g, cout, groups));
-  }
-}
-
-// The sum of channel c of dense (outer, channels, inner) g, one thread, in order.
-template<class T>
-__device__ typename Acc<T>::type serial_channel_sum(long long c, const T* __restrict__ g,
-                                                    long long outer, long long channels,
-                                                    long long inner) {
+__device__ typename Acc<T>::type channel_sum_part(long long c, int lane, int lanes,
+                                                  const T* __restrict__ g, long long outer,
+                                                  long long channels, long long inner) {
   typename Acc<T>::type acc = 0;
   for (long long o = 0; o < outer; ++o) {
     const T* p = g + (o * channels + c) * inner;
-    for (long long i = 0; i < inner; ++i) acc += ld(p[i]);
+    for (long long i = lane; i < inner; i += lanes) acc += ld(p[i]);
   }
   return acc;
 }
 
-// A small convolution's backward in one launch: the input gradient's elements, then the
-// weight gradient's, then the bias gradient's (each segment absent when its pointer is
-// null). The Geo is the input's (shape and strides).
+// The weight gradient, a warp (LANES threads) per element.
+template<class T>
+__device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
+                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
+  const int lanes = LANES;
+  GRID_LOOP(e, cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2] * lanes) {
+    const int lane = (int)(e % lanes);
+    const auto v = lane_sum(direct_gw_part<T>(e / lanes, lane, lanes, grad, x, g, cout,
+                                              groups), lanes);
+    if (!lane) gw[e / lanes] = st<T>(v);
+  }
+}
+
+// A small convolution's backward in one launch: the input gradient's elements (a thread
+// each, their count rounded up to whole warps), then the weight gradient's and the bias
+// gradient's (a warp each); each segment is absent when its pointer is null. The Geo is
+// the input's (shape and strides).
 template<class T>
 __device__ void direct_bw_body(const T* __restrict__ grad, const T* __restrict__ x,
                                const T* __restrict__ w, T* __restrict__ gi,
                                T* __restrict__ gw, T* __restrict__ gb, Geo g, long long cout,
                                long long groups) {
+  const int lanes = LANES;
   const long long L = g.out[0] * g.out[1] * g.out[2];
   const long long ni = gi ? g.n * g.c * g.in[0] * g.in[1] * g.in[2] : 0;
-  const long long nw = gw ? cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2] : 0;
-  const long long nb = gb ? cout : 0;
-  GRID_LOOP(e, ni + nw + nb) {
-    if (e < ni) {
-      gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
-    } else if (e < ni + nw) {
-      gw[e - ni] = st<T>(direct_gw_at<T>(e - ni, grad, x, g, cout, groups));
+  const long long si = (ni + lanes - 1) / lanes * lanes;
+  const long long sw = gw ? cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2] * lanes : 0;
+  const long long sb = gb ? cout * lanes : 0;
+  GRID_LOOP(e, si + sw + sb) {
+    if (e < si) {
+      if (e < ni) gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
+      continue;
+    }
+    const long long r = e < si + sw ? e - si : e - si - sw;
+    const int lane = (int)(r % lanes);
+    if (e < si + sw) {
+      const auto v = lane_sum(direct_gw_part<T>(r / lanes, lane, lanes, grad, x, g, cout,
+                                                groups), lanes);
+      if (!lane) gw[r / lanes] = st<T>(v);
     } else {
-      gb[e - ni - nw] = st<T>(serial_channel_sum<T>(e - ni - nw, grad, g.n, cout, L));
+      const auto v = lane_sum(channel_sum_part<T>(r / lanes, lane, lanes, grad, g.n, cout,
+                                                  L), lanes);
+      if (!lane) gb[r / lanes] = st<T>(v);
     }
   }
 }
@@ -671,8 +710,8 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     gw = Tensor._empty(tuple(w_shape), grad.dtype, grad.device)
     kernel = list(w_shape[2:])
     g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-    _launch("direct_gw", gw, gw.numel(), "PPP200sqq", _ptr(grad), _ptr(x), _ptr(gw), g,
-            w_shape[0], groups)
+    _launch("direct_gw", gw, gw.numel() * _LANES, "PPP200sqq", _ptr(grad), _ptr(x),
+            _ptr(gw), g, w_shape[0], groups)
     return gw
 
 
@@ -680,13 +719,15 @@ def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride,
                     dilation, groups: int) -> tuple:
     """(input, weight, bias) gradients of a small convolution in one ``direct_bw`` launch,
     None for those ``mask`` does not ask for; ``grad`` and ``w`` dense, ``x`` any strides.
-    The bias gradient is each channel's sum in order (one thread a channel)."""
+    An input-gradient element takes a thread, a weight-gradient element or a bias-gradient
+    channel a warp."""
     dev, dt = grad._storage.device, grad.dtype
     cout = w._shape[0]
     gi = Tensor._empty(x._shape, dt, dev) if mask[0] else None
     gw = Tensor._empty(w._shape, dt, dev) if mask[1] else None
     gb = Tensor._empty((cout,), dt, dev) if mask[2] else None
-    total = sum(t.numel() for t in (gi, gw, gb) if t is not None)
+    total = -(-gi.numel() // _LANES) * _LANES if gi is not None else 0
+    total += sum(t.numel() * _LANES for t in (gw, gb) if t is not None)
     if total:
         g = _geo(x._shape, x._stride, list(w._shape[2:]), out_sizes, stride, pads, dilation)
         _launch("direct_bw", grad, total, "PPPPPP200sqq", _ptr(grad), _ptr(x), _ptr(w),
