@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--number", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--repeat", type=int, default=31)
     parser.add_argument("--malloc", choices=["fixed", "default"], default="fixed",
                         help="glibc's mmap/trim thresholds: fixed (stable timings) or moving")
     args = parser.parse_args()
