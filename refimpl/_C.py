@@ -25,8 +25,6 @@ private pools (spec: GRAPH-107, CUDAMEM-501) from outside a graph capture:
 
 from __future__ import annotations
 
-import threading
-
 __all__ = [
     "_construct_storage_from_data_pointer",
     "_cuda_beginAllocateCurrentStreamToPool",
@@ -68,9 +66,9 @@ def _cuda_beginAllocateCurrentStreamToPool(device: int, mempool_id: tuple) -> No
 
 def _cuda_beginAllocateCurrentThreadToPool(device: int, mempool_id: tuple) -> None:
     """Route the calling thread's allocations on ``device`` into ``mempool_id``."""
-    thread = threading.get_ident()
-    _allocator(device).begin_allocate_to_pool(
-        tuple(mempool_id), lambda s: threading.get_ident() == thread)
+    from refimpl.cuda._allocator_pools import ThreadFilter
+
+    _allocator(device).begin_allocate_to_pool(tuple(mempool_id), ThreadFilter())
 
 
 def _cuda_endAllocateToPool(device: int, mempool_id: tuple) -> None:

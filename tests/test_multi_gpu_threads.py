@@ -348,13 +348,14 @@ def test_may_run_here_only_where_nothing_tells_the_threads_apart(monkeypatch):
     from refimpl import _dispatch
     from refimpl.autograd import saved
     from refimpl.cuda import _allocator
+    from refimpl.cuda._allocator_pools import GraphPools, ThreadFilter
 
     class History:
         level = 0
 
     class Allocator:
         def __init__(self) -> None:
-            self._captures: list = []
+            self.graph_pools = GraphPools()
             self.history = History()
 
     allocator = Allocator()
@@ -372,6 +373,14 @@ def test_may_run_here_only_where_nothing_tells_the_threads_apart(monkeypatch):
     assert refused(_dispatch, "MODE_STACK", [object()])  # a dispatch mode sees every op
     assert refused(saved, "HOOKED", True)  # a saved tensor unpacks through user hooks
     assert refused(HOOKS, "stack", [(len, len)])  # saved-tensor hooks are on
-    assert refused(allocator, "_captures", [object()])  # allocations route into a pool
     assert refused(allocator.history, "level", 1)  # allocations record their stacks
+    # one thread's allocations route into a private pool; a graph capture's streams do not
+    # depend on the thread (warm-up and capture then run the nodes on the same thread)
+    pools = allocator.graph_pools
+    pools.begin((1, 1), lambda stream: stream == 7)
+    assert _device_threads.may_run_here(A)
+    pools.begin((1, 2), ThreadFilter())
+    assert not _device_threads.may_run_here(A)
+    pools.end((1, 2))
+    pools.end((1, 1))
     assert _device_threads.may_run_here(A)

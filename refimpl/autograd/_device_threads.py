@@ -24,8 +24,11 @@ Function's backward, any hook) always runs on the worker, as in torch; a node th
 only refimpl's own code (recorded ops, views, AccumulateGrad without hooks) runs on the
 task's thread when that thread is on the node's device and nothing that could see the
 difference is on: the profiler (its events carry thread ids), a dispatch mode,
-saved-tensor hooks, and the allocator's stack recording or routing into a private pool
-(``use_mem_pool`` and graph capture route by thread or stream).
+saved-tensor hooks, the allocator's stack recording, and its routing of one thread's
+allocations into a private pool (``_cuda_beginAllocateCurrentThreadToPool``). A graph
+capture routes by stream, so the nodes run where they ran in the warm-up before it: the
+same thread makes the same first calls (a cuBLAS handle, say, cannot be created while a
+stream captures).
 
 With multithreading disabled (``set_multithreading_enabled(False)``) the engine never
 calls here and every node runs on the calling thread.
@@ -113,7 +116,7 @@ def may_run_here(device: int) -> bool:
             or HOOKS.stack or _device.current_device() != device):
         return False
     allocator = _allocator.get_device_allocator(device)
-    return not allocator._captures and not allocator.history.level
+    return not allocator.history.level and not allocator.graph_pools.route_by_thread()
 
 
 def runs_here(device: int) -> bool:

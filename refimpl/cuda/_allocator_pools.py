@@ -38,6 +38,18 @@ __all__ = ["GraphPools", "PrivatePool", "new_pool_id"]
 
 StreamFilter = Callable[[int], bool]
 
+
+class ThreadFilter:
+    """The filter of ``_cuda_beginAllocateCurrentThreadToPool``: it accepts every stream's
+    allocations made by one thread (the one that created it), so which thread runs an
+    op decides where its memory comes from."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def __call__(self, stream: int) -> bool:
+        return threading.get_ident() == self.thread
+
 _ids_lock = threading.Lock()
 _capture_ids = itertools.count(1)
 _user_ids = itertools.count(1)
@@ -98,6 +110,10 @@ class GraphPools:
         pool.use_count -= 1
         if pool.use_count == 0:
             self.freeable[pool_id] = pool
+
+    def route_by_thread(self) -> bool:
+        """Whether some routing depends on the allocating thread (a ``ThreadFilter``)."""
+        return any(type(f) is ThreadFilter for _, f in self.captures)
 
     def pool_for(self, size: int, stream: int) -> BlockPool | None:
         """The private block pool a request on ``stream`` goes to, or None (default pools)."""
