@@ -18,8 +18,8 @@ reentrant depth.
 
 A thread switch costs two wake-ups and runs the device's nodes on a core whose caches
 hold none of the forward's objects: a small model's CUDA training step was 10-15%
-slower for it on an H200. So refimpl hands a device's turn to its worker only where the thread
-can be told apart (:func:`may_run_here`): a node that runs user code (a custom
+slower for it on an H200. So refimpl hands a device's turn to its worker only where the
+threads can be told apart (:func:`may_run_here`): a node that runs user code (a custom
 Function's backward, any hook) always runs on the worker, as in torch; a node that runs
 only refimpl's own code (recorded ops, views, AccumulateGrad without hooks) runs on the
 task's thread when that thread is on the node's device and nothing that could see the
