@@ -437,7 +437,6 @@ struct dim3 { unsigned x, y, z; };
 static dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
 static dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 inline void __syncthreads() {}
-template<class V> V __shfl_xor_sync(unsigned, V v, int) { return v; }  // (one lane)
 inline float ld(float v) { return v; }
 inline double ld(double v) { return v; }
 template<class T> struct Acc { typedef float type; };
@@ -523,13 +522,12 @@ def test_conv_cuda_source_matches_cpu_kernels(xs, ws, stride, pads, dil, groups,
         assert any(n.startswith("direct") for n in host_launches) == (path == "direct")
 
 
-# The direct kernels' warp sums (a weight- or bias-gradient element split over 32 lanes,
-# combined by __shfl_xor_sync) need real lanes: this build runs one block of 32 threads,
-# one std::thread each, whose shuffles meet at a barrier.
-_WARP_PRELUDE = r"""
+# The direct kernels' block sums (a weight- or bias-gradient element split over the
+# block's threads, combined in shared memory between __syncthreads) need real threads:
+# this build runs one block of 32 threads, one std::thread each, meeting at a barrier.
+_BLOCK_PRELUDE = r"""
 #include <algorithm>
 #include <barrier>
-#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -541,20 +539,11 @@ using std::min;
 struct dim3 { unsigned x, y, z; };
 static thread_local dim3 threadIdx = {0, 0, 0};
 static dim3 blockIdx = {0, 0, 0}, blockDim = {32, 1, 1}, gridDim = {1, 1, 1};
-static std::barrier<>* warp;
-static unsigned char lane_values[32][8];
-inline void __syncthreads() { warp->arrive_and_wait(); }
-template<class V> V __shfl_xor_sync(unsigned, V v, int m) {
-  std::memcpy(lane_values[threadIdx.x], &v, sizeof(V));
-  warp->arrive_and_wait();
-  V r;
-  std::memcpy(&r, lane_values[threadIdx.x ^ m], sizeof(V));
-  warp->arrive_and_wait();
-  return r;
-}
-static void run_warp(const std::function<void()>& kernel) {
+static std::barrier<>* block_barrier;
+inline void __syncthreads() { block_barrier->arrive_and_wait(); }
+static void run_block(const std::function<void()>& kernel) {
   std::barrier<> bar(32);
-  warp = &bar;
+  block_barrier = &bar;
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < 32; ++i)
     threads.emplace_back([&, i] { threadIdx = {i, 0, 0}; kernel(); });
@@ -569,7 +558,7 @@ template<class T> inline T st(typename Acc<T>::type v) { return (T)v; }
 
 
 @pytest.fixture(scope="module")
-def warp_kernels(tmp_path_factory):
+def block_kernels(tmp_path_factory):
     import shutil
     import subprocess
 
@@ -578,10 +567,10 @@ def warp_kernels(tmp_path_factory):
     src = K._SOURCE
     body = src[src.index("// Geometry of a convolution"):]
     body = body.replace("KERNELS(f16, h16)", "").replace("KERNELS(bf16, b16)", "")
-    wrappers = _host_wrappers().replace("{ direct", "{ run_warp([=] { direct")
-    wrappers = re.sub(r"(run_warp\(\[=\] \{ direct\w+\(.*?\);) \}", r"\1 }); }", wrappers)
-    d = tmp_path_factory.mktemp("conv_kernels_warp")
-    (d / "k.cpp").write_text(f"{_WARP_PRELUDE}{body}\n{wrappers}\n")
+    wrappers = _host_wrappers().replace("{ direct", "{ run_block([=] { direct")
+    wrappers = re.sub(r"(run_block\(\[=\] \{ direct\w+\(.*?\);) \}", r"\1 }); }", wrappers)
+    d = tmp_path_factory.mktemp("conv_kernels_block")
+    (d / "k.cpp").write_text(f"{_BLOCK_PRELUDE}{body}\n{wrappers}\n")
     built = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-w",
                             "-o", str(d / "k.so"), str(d / "k.cpp")],
                            check=False, capture_output=True, text=True)
@@ -593,16 +582,16 @@ def warp_kernels(tmp_path_factory):
 
 @pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
                          CASES)
-def test_direct_backward_warp_sums_match_cpu_kernels(xs, ws, stride, pads, dil, groups,
-                                                      bias, strided, warp_kernels,
+def test_direct_backward_block_sums_match_cpu_kernels(xs, ws, stride, pads, dil, groups,
+                                                       bias, strided, block_kernels,
                                                       host_launches, monkeypatch):
-    # the same launches as host_launches, the direct kernels run by 32 lanes
+    # the same launches as host_launches, the direct kernels run by a block of 32 threads
     def launch(name, tensor, total, fmt, *args, per_block=False):
         host_launches.append(name)
         layout = _driver.param_layout(fmt)
         data, params = layout.buffers()
         layout.struct.pack_into(data, 0, *args)
-        getattr(warp_kernels, f"emu_{name}_f64")(ctypes.c_void_p(params))
+        getattr(block_kernels, f"emu_{name}_f64")(ctypes.c_void_p(params))
 
     x, w, _ = _case(xs, ws, bias, strided, "direct", monkeypatch)
     monkeypatch.setattr(K, "_launch", launch)

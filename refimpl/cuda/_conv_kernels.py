@@ -14,14 +14,14 @@ reads (zero where the window hangs over the padding). Two layouts are written:
 
 Small problems skip the columns: ``direct_fwd`` and ``direct_gi`` compute the output
 and the input gradient with a thread per result element, ``direct_gw`` the weight
-gradient with a warp per element (its sums run over the batch and every output
-position: each lane sums every 32nd product in order, and the lanes' sums meet in a
-fixed butterfly), and ``small_mm`` does the linear layer's small products, bias included
+gradient with a block per element (its sum runs over the batch and every output
+position: each thread sums every 256th product in order, and the threads' sums meet in
+a fixed tree), and ``small_mm`` does the linear layer's small products, bias included
 (below ``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time
 is the larger cost). A backward whose gradients all fit runs as one launch: ``direct_bw``
-(the convolution's input, weight and bias gradients, one segment each; a bias-gradient
-channel takes a warp too) and ``small_mm_bw`` (the linear layer's; a bias-gradient thread
-sums its column in order).
+(the convolution's input, weight and bias gradients, one after the other; a
+bias-gradient channel takes a block too) and ``small_mm_bw`` (the linear layer's; a
+bias-gradient thread sums its column in order).
 ``direct_gi`` and ``direct_gw`` stay for backwards where only one of them fits.
 
 Element type ``T`` is float16 / bfloat16 (2-byte words, arithmetic in float32), float32
@@ -42,7 +42,6 @@ from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
-_LANES = 32  # the threads of one weight- or bias-gradient sum in the direct kernels (LANES)
 
 _SOURCE = r"""
 struct h16 { unsigned short x; };
@@ -300,33 +299,30 @@ __device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__
   }
 }
 
-// The lanes that share one long sum (a weight- or bias-gradient element): a warp where
-// blocks are whole warps (every launch here), else 1 (a host emulation's single thread).
-#define LANES (blockDim.x % 32 ? 1 : 32)
-
-// The lanes' partial sums combined in a fixed tree (an xor butterfly, so every lane ends
-// with the same total, the same in every run). All lanes of the warp must call it.
+// The sum of v over the block's threads, combined in a fixed tree in shared memory (the
+// same total, the same way, in every run); thread 0's result is the sum. blockDim.x is a
+// power of two, and every thread of the block must call it.
 template<class A>
-__device__ __forceinline__ A lane_sum(A v, int lanes) {
-  for (int m = lanes >> 1; m; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-// Steps the output position (od, oh, ow) on by n places (n may exceed a row).
-__device__ __forceinline__ void step_out(const Geo& g, long long n, long long& od,
-                                         long long& oh, long long& ow) {
-  ow += n;
-  while (ow >= g.out[2]) {
-    ow -= g.out[2];
-    if (++oh == g.out[1]) { oh = 0; ++od; }
+__device__ A block_sum(A v) {
+  __shared__ double raw[256];  // (room for 256 doubles: A is float or double)
+  A* part = reinterpret_cast<A*>(raw);
+  const unsigned t = threadIdx.x;
+  part[t] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x >> 1; s; s >>= 1) {
+    if (t < s) part[t] += part[t + s];
+    __syncthreads();
   }
+  const A total = part[0];
+  __syncthreads();  // (part is reused by the block's next sum)
+  return total;
 }
 
-// The weight gradient of element e, lane `lane` of `lanes`: over the batch, and the
+// The weight gradient of element e, thread `lane` of `lanes`: over the batch, and the
 // output positions lane, lane + lanes, ... (in order), the output gradient times the
-// input value its window reads. lane_sum of the lanes' parts gives the element.
+// input value its window reads. block_sum of the threads' parts gives the element.
 template<class T>
-__device__ typename Acc<T>::type direct_gw_part(long long e, int lane, int lanes,
+__device__ typename Acc<T>::type direct_gw_part(long long e, long long lane, long long lanes,
                                                 const T* __restrict__ grad,
                                                 const T* __restrict__ x, const Geo& g,
                                                 long long cout, long long groups) {
@@ -339,30 +335,39 @@ __device__ typename Acc<T>::type direct_gw_part(long long e, int lane, int lanes
   const long long co = e / (K * cg);
   const long long kw = k % g.k[2], kh = (k / g.k[2]) % g.k[1], kd = k / (g.k[2] * g.k[1]);
   const long long ch = (co / og) * cg + ci;
+  // the position p as (od, oh, ow), and the step of `lanes` positions in those digits
+  const long long ow0 = lane % g.out[2], oh0 = (lane / g.out[2]) % g.out[1];
+  const long long od0 = lane / (g.out[2] * g.out[1]);
+  const long long dw = lanes % g.out[2], dh = (lanes / g.out[2]) % g.out[1];
+  const long long dd = lanes / (g.out[2] * g.out[1]);
   A acc = 0;
   for (long long b = 0; b < g.n; ++b) {
     const T* gr = grad + (b * cout + co) * L;
     const T* xb = x + b * g.xs[0] + ch * g.xs[1];
-    long long od = 0, oh = 0, ow = 0;
-    step_out(g, lane, od, oh, ow);
-    for (long long p = lane; p < L; p += lanes, step_out(g, lanes, od, oh, ow)) {
+    long long od = od0, oh = oh0, ow = ow0;
+    for (long long p = lane; p < L; p += lanes) {
       const long long id = tap_in(g, 0, od, kd);
       const long long ih = tap_in(g, 1, oh, kh);
       const long long iw = tap_in(g, 2, ow, kw);
-      if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2])
-        continue;
-      acc += ld(gr[p]) * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
+      if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
+        acc += ld(gr[p]) * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
+      ow += dw;  // p += lanes, digit by digit with carries
+      if (ow >= g.out[2]) { ow -= g.out[2]; ++oh; }
+      oh += dh;
+      if (oh >= g.out[1]) { oh -= g.out[1]; ++od; }
+      od += dd;
     }
   }
   return acc;
 }
 
-// Lane `lane`'s part of channel c's sum of dense (outer, channels, inner) g: over outer,
-// the elements lane, lane + lanes, ... of the channel's inner run (in order).
+// Thread `lane`'s part of channel c's sum of dense (outer, channels, inner) g: over
+// outer, the elements lane, lane + lanes, ... of the channel's inner run (in order).
 template<class T>
-__device__ typename Acc<T>::type channel_sum_part(long long c, int lane, int lanes,
-                                                  const T* __restrict__ g, long long outer,
-                                                  long long channels, long long inner) {
+__device__ typename Acc<T>::type channel_sum_part(long long c, long long lane,
+                                                  long long lanes, const T* __restrict__ g,
+                                                  long long outer, long long channels,
+                                                  long long inner) {
   typename Acc<T>::type acc = 0;
   for (long long o = 0; o < outer; ++o) {
     const T* p = g + (o * channels + c) * inner;
@@ -371,49 +376,38 @@ __device__ typename Acc<T>::type channel_sum_part(long long c, int lane, int lan
   return acc;
 }
 
-// The weight gradient, a warp (LANES threads) per element.
+// The weight gradient, a block per element.
 template<class T>
 __device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
                                T* __restrict__ gw, Geo g, long long cout, long long groups) {
-  const int lanes = LANES;
-  GRID_LOOP(e, cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2] * lanes) {
-    const int lane = (int)(e % lanes);
-    const auto v = lane_sum(direct_gw_part<T>(e / lanes, lane, lanes, grad, x, g, cout,
-                                              groups), lanes);
-    if (!lane) gw[e / lanes] = st<T>(v);
+  const long long nw = cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2];
+  for (long long e = blockIdx.x; e < nw; e += gridDim.x) {
+    const auto v = block_sum(direct_gw_part<T>(e, threadIdx.x, blockDim.x, grad, x, g,
+                                               cout, groups));
+    if (!threadIdx.x) gw[e] = st<T>(v);
   }
 }
 
 // A small convolution's backward in one launch: the input gradient's elements (a thread
-// each, their count rounded up to whole warps), then the weight gradient's and the bias
-// gradient's (a warp each); each segment is absent when its pointer is null. The Geo is
-// the input's (shape and strides).
+// each), then the weight gradient's and the bias gradient's (a block each); each part is
+// skipped when its pointer is null. The Geo is the input's (shape and strides).
 template<class T>
 __device__ void direct_bw_body(const T* __restrict__ grad, const T* __restrict__ x,
                                const T* __restrict__ w, T* __restrict__ gi,
                                T* __restrict__ gw, T* __restrict__ gb, Geo g, long long cout,
                                long long groups) {
-  const int lanes = LANES;
-  const long long L = g.out[0] * g.out[1] * g.out[2];
-  const long long ni = gi ? g.n * g.c * g.in[0] * g.in[1] * g.in[2] : 0;
-  const long long si = (ni + lanes - 1) / lanes * lanes;
-  const long long sw = gw ? cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2] * lanes : 0;
-  const long long sb = gb ? cout * lanes : 0;
-  GRID_LOOP(e, si + sw + sb) {
-    if (e < si) {
-      if (e < ni) gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
-      continue;
+  if (gi) {
+    GRID_LOOP(e, g.n * g.c * g.in[0] * g.in[1] * g.in[2]) {
+      gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
     }
-    const long long r = e < si + sw ? e - si : e - si - sw;
-    const int lane = (int)(r % lanes);
-    if (e < si + sw) {
-      const auto v = lane_sum(direct_gw_part<T>(r / lanes, lane, lanes, grad, x, g, cout,
-                                                groups), lanes);
-      if (!lane) gw[r / lanes] = st<T>(v);
-    } else {
-      const auto v = lane_sum(channel_sum_part<T>(r / lanes, lane, lanes, grad, g.n, cout,
-                                                  L), lanes);
-      if (!lane) gb[r / lanes] = st<T>(v);
+  }
+  if (gw) direct_gw_body<T>(grad, x, gw, g, cout, groups);
+  if (gb) {
+    const long long L = g.out[0] * g.out[1] * g.out[2];
+    for (long long c = blockIdx.x; c < cout; c += gridDim.x) {
+      const auto v = block_sum(channel_sum_part<T>(c, threadIdx.x, blockDim.x, grad, g.n,
+                                                   cout, L));
+      if (!threadIdx.x) gb[c] = st<T>(v);
     }
   }
 }
@@ -667,13 +661,14 @@ def channel_sum(g: Tensor, outer: int, channels: int, inner: int) -> Tensor:
 # -- direct convolution of small problems ------------------------------------------------
 # Below these sizes a convolution's three parts (im2col, GEMM, bias) cost more host time
 # than the arithmetic takes on the device: one direct kernel does the whole product.
-# (Multiply-adds of the result, and the sum length a weight-gradient thread runs alone.)
+# (Multiply-adds of the result, and the length of a weight-gradient element's sum.)
 # Measured on an H200, configurations interleaved in one process
 # (bench/results/h200/direct_limits.txt): up to 2**26 multiply-adds the direct kernels
 # shorten the bench-size training steps (the CNN's by 10%), and leave the test sizes as
-# they were; a weight-gradient thread summing 2**15 products alone is slower than the GEMM.
+# they were. A weight-gradient sum is a block's (256 threads); up to 2**16 products each
+# thread sums at most 256 of them.
 DIRECT_MACS = 1 << 26
-DIRECT_GW_SUM = 1 << 13
+DIRECT_GW_SUM = 1 << 16
 
 
 def direct_fits(results: int, per_result: int) -> bool:
@@ -710,8 +705,8 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     gw = Tensor._empty(tuple(w_shape), grad.dtype, grad.device)
     kernel = list(w_shape[2:])
     g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-    _launch("direct_gw", gw, gw.numel() * _LANES, "PPP200sqq", _ptr(grad), _ptr(x),
-            _ptr(gw), g, w_shape[0], groups)
+    _launch("direct_gw", gw, gw.numel(), "PPP200sqq", _ptr(grad), _ptr(x), _ptr(gw), g,
+            w_shape[0], groups, per_block=True)
     return gw
 
 
@@ -720,18 +715,20 @@ def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride,
     """(input, weight, bias) gradients of a small convolution in one ``direct_bw`` launch,
     None for those ``mask`` does not ask for; ``grad`` and ``w`` dense, ``x`` any strides.
     An input-gradient element takes a thread, a weight-gradient element or a bias-gradient
-    channel a warp."""
+    channel a block."""
     dev, dt = grad._storage.device, grad.dtype
     cout = w._shape[0]
     gi = Tensor._empty(x._shape, dt, dev) if mask[0] else None
     gw = Tensor._empty(w._shape, dt, dev) if mask[1] else None
     gb = Tensor._empty((cout,), dt, dev) if mask[2] else None
-    total = -(-gi.numel() // _LANES) * _LANES if gi is not None else 0
-    total += sum(t.numel() * _LANES for t in (gw, gb) if t is not None)
-    if total:
+    # blocks: enough for a thread per input-gradient element, and one per weight- or
+    # bias-gradient element (the kernel loops over each part with all of its blocks)
+    blocks = max(-(-gi.numel() // _BLOCK) if gi is not None else 0,
+                 *(t.numel() for t in (gw, gb) if t is not None), 0)
+    if blocks:
         g = _geo(x._shape, x._stride, list(w._shape[2:]), out_sizes, stride, pads, dilation)
-        _launch("direct_bw", grad, total, "PPPPPP200sqq", _ptr(grad), _ptr(x), _ptr(w),
-                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups)
+        _launch("direct_bw", grad, blocks, "PPPPPP200sqq", _ptr(grad), _ptr(x), _ptr(w),
+                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups, per_block=True)
     return gi, gw, gb
 
 

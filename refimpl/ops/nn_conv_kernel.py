@@ -252,7 +252,7 @@ def _bw_cuda(grad, input, weight, stride, pads, dilation, groups, mask):
     direct_gw = mask[1] and nl <= _CUDA.DIRECT_GW_SUM and _CUDA.direct_fits(weight.numel(), nl)
     if (direct_gi or not mask[0]) and (direct_gw or not mask[1]) and (
             nl <= _CUDA.DIRECT_GW_SUM or not mask[2]):
-        # every gradient asked for in one launch (a warp sums each weight and bias gradient)
+        # every gradient asked for in one launch (a block sums each weight and bias gradient)
         parts = _CUDA.direct_backward(grad, input, _CUDA.dense(weight), mask, out_sizes,
                                       stride, pads, dilation, groups)
         return tuple(Tensor._empty((0,), dt, dev) if p is None else p for p in parts)
