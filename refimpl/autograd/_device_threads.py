@@ -24,8 +24,10 @@ Function's backward, any hook) always runs on the worker, as in torch; a node th
 only refimpl's own code (recorded ops, views, AccumulateGrad without hooks) runs on the
 task's thread when that thread is on the node's device and nothing that could see the
 difference is on: the profiler (its events carry thread ids), a dispatch mode,
-saved-tensor hooks, the allocator's stack recording, and its routing of one thread's
-allocations into a private pool (``_cuda_beginAllocateCurrentThreadToPool``). A graph
+saved-tensor hooks (from the first tensor they pack on, for the rest of the process: a
+node's saved tensors are not searched for them), the allocator's stack recording, and
+its routing of one thread's allocations into a private pool
+(``_cuda_beginAllocateCurrentThreadToPool``). A graph
 capture routes by stream, so the nodes run where they ran in the warm-up before it: the
 same thread makes the same first calls (a cuBLAS handle, say, cannot be created while a
 stream captures).
