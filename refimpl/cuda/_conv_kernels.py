@@ -222,8 +222,8 @@ __device__ void channel_sum_body(const T* __restrict__ g, T* __restrict__ out,
   }
 }
 
-// Direct convolution for small problems (one thread per result element, sums in a fixed
-// order, no columns and no GEMM): the weight w is dense (C_out, Cg, kd, kh, kw), the
+// Direct convolution for small problems (a thread per output or input-gradient element,
+// a block per weight-gradient element, sums in a fixed order, no columns and no GEMM): the weight w is dense (C_out, Cg, kd, kh, kw), the
 // output and gradients dense, x read through its strides.
 template<class T>
 __device__ void direct_fwd_body(const T* __restrict__ x, const T* __restrict__ w,

@@ -15,8 +15,8 @@ GEMM and one col2im gather (one thread per input element, no atomics), the weigh
 gradient re-im2cols the input and folds the batch into one GEMM's reduction, the bias
 gradient is one channel-sum kernel. Small problems (``_conv_kernels.direct_fits``) skip
 the columns and the GEMMs: one direct kernel for the output (bias included), one for the
-input gradient and one for the weight gradient, each a thread per result element summing
-in a fixed order. Double backward runs the backward's formulas in differentiable refimpl
+input gradient (a thread per element) and one for the weight gradient (a block of
+threads per element), each summing in a fixed order. Double backward runs the backward's formulas in differentiable refimpl
 ops.
 """
 
