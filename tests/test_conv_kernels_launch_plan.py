@@ -456,8 +456,11 @@ def _host_wrappers() -> str:
     return "\n".join(out)
 
 
-@pytest.fixture(scope="module")
-def host_kernels(tmp_path_factory):
+def _build_host_kernels(tmp_path_factory, name: str, prelude: str, wrappers: str,
+                        threads: bool) -> ctypes.CDLL:
+    """The source's float32/float64 instances after ``prelude``, with ``wrappers``, built
+    by g++ into a library (``threads``: C++20 with pthreads, for the std::barrier of a
+    multi-threaded block)."""
     import shutil
     import subprocess
 
@@ -466,13 +469,22 @@ def host_kernels(tmp_path_factory):
     src = K._SOURCE
     body = src[src.index("// Geometry of a convolution"):]
     body = body.replace("KERNELS(f16, h16)", "").replace("KERNELS(bf16, b16)", "")
-    d = tmp_path_factory.mktemp("conv_kernels")
-    (d / "k.cpp").write_text(f"{_HOST_PRELUDE}{body}\n{_host_wrappers()}\n")
-    built = subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-o",
+    d = tmp_path_factory.mktemp(name)
+    (d / "k.cpp").write_text(f"{prelude}{body}\n{wrappers}\n")
+    flags = ["-std=c++20", "-pthread"] if threads else ["-std=c++17"]
+    built = subprocess.run(["g++", *flags, "-O1", "-shared", "-fPIC", "-w", "-o",
                             str(d / "k.so"), str(d / "k.cpp")],
                            check=False, capture_output=True, text=True)
+    if threads and built.returncode and "barrier" in built.stderr:
+        pytest.skip("g++ without C++20 <barrier>")
     assert built.returncode == 0, built.stderr
     return ctypes.CDLL(str(d / "k.so"))
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    return _build_host_kernels(tmp_path_factory, "conv_kernels", _HOST_PRELUDE,
+                               _host_wrappers(), threads=False)
 
 
 @pytest.fixture()
@@ -559,25 +571,11 @@ template<class T> inline T st(typename Acc<T>::type v) { return (T)v; }
 
 @pytest.fixture(scope="module")
 def block_kernels(tmp_path_factory):
-    import shutil
-    import subprocess
-
-    if shutil.which("g++") is None:
-        pytest.skip("needs g++")
-    src = K._SOURCE
-    body = src[src.index("// Geometry of a convolution"):]
-    body = body.replace("KERNELS(f16, h16)", "").replace("KERNELS(bf16, b16)", "")
+    # the direct kernels' wrappers run the kernel call on the block's threads
     wrappers = _host_wrappers().replace("{ direct", "{ run_block([=] { direct")
     wrappers = re.sub(r"(run_block\(\[=\] \{ direct\w+\(.*?\);) \}", r"\1 }); }", wrappers)
-    d = tmp_path_factory.mktemp("conv_kernels_block")
-    (d / "k.cpp").write_text(f"{_BLOCK_PRELUDE}{body}\n{wrappers}\n")
-    built = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-w",
-                            "-o", str(d / "k.so"), str(d / "k.cpp")],
-                           check=False, capture_output=True, text=True)
-    if built.returncode and "barrier" in built.stderr:
-        pytest.skip("g++ without C++20 <barrier>")
-    assert built.returncode == 0, built.stderr
-    return ctypes.CDLL(str(d / "k.so"))
+    return _build_host_kernels(tmp_path_factory, "conv_kernels_block", _BLOCK_PRELUDE,
+                               wrappers, threads=True)
 
 
 @pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),

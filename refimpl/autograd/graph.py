@@ -286,8 +286,7 @@ class AccumulateGrad(GraphNode):
         return bool(self.variable._backward_hooks)
 
     def _runs_user_code(self) -> bool:
-        return (bool(self._pre_hooks) or bool(self._post_hooks)
-                or bool(self.variable._backward_hooks) or bool(self.variable._post_acc_hooks))
+        return GraphNode._runs_user_code(self) or bool(self.variable._post_acc_hooks)
 
 
 _ENGINE = None  # refimpl.autograd.engine, bound on first use (it imports this module)
