@@ -227,9 +227,13 @@ def _dense_in_order(shape: tuple, strides: list) -> tuple:
 
 
 def _tensors(args, kwargs) -> list:
-    from refimpl._dispatch import tensors_in
+    global _TENSORS_IN
+    if _TENSORS_IN is None:
+        from refimpl._dispatch import tensors_in as _TENSORS_IN
+    return _TENSORS_IN(args, kwargs)
 
-    return tensors_in(args, kwargs)
+
+_TENSORS_IN = None  # refimpl._dispatch.tensors_in, bound on first use (it imports this module)
 
 
 def pointwise_layout(shape, args: tuple, kwargs: dict) -> tuple | None:

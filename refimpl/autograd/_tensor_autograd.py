@@ -37,6 +37,16 @@ _SCALAR_TYPE_NAMES = {
 }
 
 
+_VIEWS = None  # refimpl.autograd.views, bound on first use (it imports the tensor class)
+
+
+def _views():
+    global _VIEWS
+    from refimpl.autograd import views as _VIEWS
+
+    return _VIEWS
+
+
 class TensorAutogradMixin:
     """Autograd state and methods of a tensor."""
 
@@ -58,9 +68,7 @@ class TensorAutogradMixin:
     def _init_autograd(self) -> None:
         """Per-tensor set-up at creation: only differentiable views need any."""
         if self._base is not None and self.dtype.category >= 2:
-            from refimpl.autograd.views import new_view_meta
-
-            self._view_meta = new_view_meta(self)
+            self._view_meta = (_VIEWS or _views()).new_view_meta(self)
 
     # -- requires_grad -----------------------------------------------------------------
 
@@ -124,9 +132,7 @@ class TensorAutogradMixin:
         """The node that produced this tensor (None for leaves)."""
         if self._view_meta is None:
             return self._gfn
-        from refimpl.autograd.views import view_grad_fn
-
-        return view_grad_fn(self)
+        return (_VIEWS or _views()).view_grad_fn(self)
 
     @property
     def _grad_fn(self):
@@ -152,11 +158,11 @@ class TensorAutogradMixin:
 
     @grad.setter
     def grad(self, value) -> None:
-        from refimpl._tensor import Tensor
-
-        if value is None:
+        if value is None:  # (zero_grad(set_to_none=True) on every parameter)
             self._grad = None
             return
+        from refimpl._tensor import Tensor
+
         if not isinstance(value, Tensor):
             raise TypeError(
                 "assigned grad expected to be a Tensor or None but got grad of type "

@@ -222,6 +222,8 @@ class GraphTask:
         multithreading = self.multithreading
         push = heapq.heappush
         pop = heapq.heappop
+        # every node runs when no grad() inputs select some: no _evaluate step then
+        evaluate = self._evaluate if needed is not None else self._call
         while True:
             if state.pending is not None:
                 node, inputs, where = state.pending
@@ -252,15 +254,15 @@ class GraphTask:
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
                 current = True
-                outputs = self._evaluate(node, inputs)
+                outputs = evaluate(node, inputs)
             else:
                 # hooks, captures and the node itself run on the forward's stream
                 current = _streams.is_current(stream)
                 if current:
-                    outputs = self._evaluate(node, inputs)
+                    outputs = evaluate(node, inputs)
                 else:
                     with _streams.on_stream(stream):
-                        outputs = self._evaluate(node, inputs)
+                        outputs = evaluate(node, inputs)
                 if not node._next or captures.get(node):
                     state.leaf_streams.add(stream)
             if outputs is None:  # only captured (grad() inputs), not run

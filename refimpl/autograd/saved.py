@@ -60,14 +60,12 @@ class SavedVariable(SavedTensor):
         "_freed",
         "_fw_source",
         "_is_output",
-        "_meta",
         "_node_fn",
         "_output_nr",
         "_packed",
         "_requires_grad",
         "_unpack",
         "_version",
-        "_was_leaf",
     )
 
     def __init__(self, tensor, is_output: bool = False, output_nr: int = 0,
@@ -83,20 +81,21 @@ class SavedVariable(SavedTensor):
                 "this, you can make a clone to get a normal tensor and use it in autograd, or "
                 "use `torch.no_grad()` instead of `torch.inference_mode()`."
             )
-        self._counter = tensor._version_counter
-        self._version = self._counter.version
+        counter = self._counter = tensor._version_counter
+        self._version = counter.version
         self._output_nr = output_nr
         self._is_output = is_output
         self._freed = False
-        self._requires_grad = tensor.requires_grad
-        self._was_leaf = tensor.grad_fn is None
-        self._meta = (tensor._shape, tensor.dtype, tensor.device)
+        # requires_grad without the property calls when the tensor is not a view (every
+        # recorded op saves a few tensors): a leaf flag or a graph node
+        rg = self._requires_grad = (tensor._rg or tensor._gfn is not None
+                                    if tensor._view_meta is None else tensor.requires_grad)
         # under forward AD the unpacked value carries the original's tangent (forward over
         # reverse differentiates backward formulas that read saved values)
         self._fw_source = weakref.ref(tensor) if FW.active else None
         # where the original's gradient flows, to give an unpacked copy the same identity
         self._node_fn = None
-        if not is_output and self._requires_grad:
+        if rg and not is_output:
             self._node_fn = (_GRADIENT_EDGE or _bind()[0])(tensor)
         if hooks is None:
             stack = (_HOOKS or _bind()[1]).stack
@@ -196,7 +195,9 @@ class SavedVariable(SavedTensor):
         data = self._data
         if self._is_output and node is not None and self._requires_grad:
             return _with_history(data, node, self._output_nr)
-        if self._requires_grad and not self._is_output and not data.requires_grad:
+        if self._requires_grad and not self._is_output and not (
+                data._rg or data._gfn is not None if data._view_meta is None
+                else data.requires_grad):
             raise RuntimeError(
                 "Trying to use a saved tensor that has been detached in-place, i.e. with "
                 ".detach_().This is not supported, please use out-of-place `.detach()` instead"
@@ -244,12 +245,22 @@ def type_string(tensor) -> str:
 
 def _alias(tensor):
     """A tensor sharing storage, geometry and version counter, without autograd state."""
-    from refimpl._tensor import Tensor
-
-    t = Tensor._make(tensor._storage, tensor._shape, tensor._stride, tensor._offset,
-                     tensor.dtype, tensor._version_counter)
+    t = (_TENSOR or _tensor_cls())._make(tensor._storage, tensor._shape, tensor._stride,
+                                         tensor._offset, tensor.dtype,
+                                         tensor._version_counter)
     t._is_inference = tensor._is_inference
     return t
+
+
+_TENSOR = None  # refimpl._tensor.Tensor, bound on first use (it imports this package)
+
+
+def _tensor_cls():
+    global _TENSOR
+    from refimpl._tensor import Tensor
+
+    _TENSOR = Tensor
+    return Tensor
 
 
 def _with_edge(data, edge):

@@ -22,6 +22,7 @@ from refimpl.ops.nn_layer_norm_kernel import use_fused as use_fused_ln
 from refimpl.ops.nn_loss import _not_differentiable
 from refimpl.ops.nn_norm_kernel import batch_norm_fused, use_fused
 from refimpl.ops.reduction_stats import var_mean
+from refimpl.optim._cpu_update import plain as cpu_plain
 
 _REDUCED = (D.float16, D.bfloat16)
 
@@ -119,18 +120,17 @@ def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: 
 
 
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
-    with _no_grad():  # (the one-pass updates below require grad mode off)
-        if running_mean is not None and running_var is not None:
-            kind = running_mean._storage.device.type
-            if kind == "cpu":
-                from refimpl.optim._cpu_update import plain
-
-                if plain(running_mean, running_var, mean, var, inside_op=True):
-                    _update_running_np(running_mean, running_var, mean, var, momentum, n)
-                    return
-            elif kind == "cuda" and _norm_kernels.update_running(
-                    running_mean, running_var, mean, var, momentum, n):
+    if running_mean is not None and running_var is not None:
+        # the one-pass updates (numpy in place, one CUDA launch) record nothing
+        kind = running_mean._storage.device.type
+        if kind == "cpu":
+            if cpu_plain(running_mean, running_var, mean, var, inside_op=True):
+                _update_running_np(running_mean, running_var, mean, var, momentum, n)
                 return
+        elif kind == "cuda" and _norm_kernels.update_running(
+                running_mean, running_var, mean, var, momentum, n):
+            return
+    with _no_grad():  # the ops below would record a graph in grad mode
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
                                                  alpha=momentum)
