@@ -176,7 +176,7 @@ def packed_launches(monkeypatch):
         return [(source, name) for name in names]
 
     monkeypatch.setattr(_driver, "launch_packed", launch_packed)
-    for module in (K, A, _pointwise):
+    for module in (K, A, SB, _pointwise):  # (each binds load_functions)
         monkeypatch.setattr(module, "load_functions", load)
     monkeypatch.setattr(_nvrtc, "get_function", lambda source, name, dev: (source, name))
     monkeypatch.setattr(streams, "current_stream_handle", lambda index: 0)

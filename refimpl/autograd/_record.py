@@ -266,9 +266,10 @@ def _zeros(meta):
         # one zero element seen through zero strides, allocated and cleared only if a
         # kernel reads it (most formulas read the shape alone); nothing is cached, since
         # a kept block would show in the memory statistics
-        from refimpl.cuda import _tensor_memory
-
-        storage = _tensor_memory.lazy_zeros(dtype.itemsize, device)
+        global _TENSOR_MEMORY
+        if _TENSOR_MEMORY is None:
+            from refimpl.cuda import _tensor_memory as _TENSOR_MEMORY
+        storage = _TENSOR_MEMORY.lazy_zeros(dtype.itemsize, device)
         return _tensor_cls()._make(storage, shape, (0,) * len(shape), 0, dtype)
     return _fresh_zeros(meta)
 
@@ -286,6 +287,7 @@ def _fresh_zeros(meta):
 
 
 _TENSOR = None
+_TENSOR_MEMORY = None  # refimpl.cuda._tensor_memory, bound on the first CUDA zeros
 _PLAIN: set = set()  # refimpl._tensor.PLAIN, bound with _TENSOR
 _BELOW = None
 

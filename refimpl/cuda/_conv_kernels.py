@@ -38,6 +38,7 @@ import ctypes
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
 from refimpl.cuda import _driver, streams
+from refimpl.cuda._blas import dense_copy
 from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
@@ -555,8 +556,6 @@ def view(t: Tensor, shape, stride, offset: int = 0) -> Tensor:
 
 def dense(t: Tensor) -> Tensor:
     """``t`` itself when contiguous, else a raw contiguous copy."""
-    from refimpl.cuda._blas import dense_copy
-
     return t if t.is_contiguous() else dense_copy(t)
 
 

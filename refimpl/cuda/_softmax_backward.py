@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
+from refimpl.cuda import _driver, streams
+from refimpl.cuda._pointwise import load_functions
 
 _SOURCE = r"""
 template<class T, bool LOG>
@@ -60,9 +62,6 @@ def applies(grad: Tensor, y: Tensor, dim: int) -> bool:
 
 def backward(grad: Tensor, y: Tensor, log: bool) -> Tensor:
     """The softmax (or log_softmax with ``log``) derivative along the last dim."""
-    from refimpl.cuda import _driver, streams
-    from refimpl.cuda._pointwise import load_functions
-
     out = Tensor._empty(y._shape, y.dtype, y.device)
     n = y._shape[-1] if y._shape else 1
     rows = y.numel() // n if n else 0

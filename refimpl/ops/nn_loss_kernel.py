@@ -68,9 +68,7 @@ def _cpu(input, target, weight, reduction, ignore_index):
 
 
 def _cuda(input, target, weight, reduction, ignore_index):
-    from refimpl.cuda import _pool_loss_kernels
-
-    return _pool_loss_kernels.nll_loss(input, target, weight, reduction, ignore_index)
+    return (_CUDA or _cuda_kernels()).nll_loss(input, target, weight, reduction, ignore_index)
 
 
 def _scatter_ops(grad, input, target, weight, total, reduction, ignore_index):
@@ -138,9 +136,7 @@ def _bw_cpu(grad, input, target, weight, total, reduction, ignore_index):
 
 
 def _bw_cuda(grad, input, target, weight, total, reduction, ignore_index):
-    from refimpl.cuda import _pool_loss_kernels
-
-    return _pool_loss_kernels.nll_loss_backward(grad, input, target, weight, total, reduction,
+    return (_CUDA or _cuda_kernels()).nll_loss_backward(grad, input, target, weight, total, reduction,
                                                 ignore_index)
 
 
@@ -162,3 +158,14 @@ def use_fused(input: Tensor, target: Tensor, weight) -> bool:
 
 
 __all__: list[str] = []
+
+
+_CUDA = None  # refimpl.cuda._pool_loss_kernels, bound on first CUDA call (CPU programs
+              # never import refimpl.cuda)
+
+
+def _cuda_kernels():
+    global _CUDA
+    from refimpl.cuda import _pool_loss_kernels as _CUDA
+
+    return _CUDA

@@ -90,9 +90,7 @@ def _cpu(input, k, s, p, d, out):
 
 
 def _cuda(input, k, s, p, d, out):
-    from refimpl.cuda import _pool_loss_kernels
-
-    return _pool_loss_kernels.max_pool2d(input, k, s, p, d, out)
+    return (_CUDA or _cuda_kernels()).max_pool2d(input, k, s, p, d, out)
 
 
 def _scatter_ops(grad, idx, input):
@@ -152,9 +150,7 @@ def _bw_cpu(grad, input, idx, k, s, p, d):
 
 
 def _bw_cuda(grad, input, idx, k, s, p, d):
-    from refimpl.cuda import _pool_loss_kernels
-
-    return _pool_loss_kernels.max_pool2d_backward(grad, input, idx, k, s, p, d)
+    return (_CUDA or _cuda_kernels()).max_pool2d_backward(grad, input, idx, k, s, p, d)
 
 
 max_pool2d_backward = defop("_max_pool2d_fused_backward", meta=_bw_meta, cpu=_bw_cpu,
@@ -174,3 +170,14 @@ def use_fused(input: Tensor) -> bool:
 
 
 __all__: list[str] = []
+
+
+_CUDA = None  # refimpl.cuda._pool_loss_kernels, bound on first CUDA call (CPU programs
+              # never import refimpl.cuda)
+
+
+def _cuda_kernels():
+    global _CUDA
+    from refimpl.cuda import _pool_loss_kernels as _CUDA
+
+    return _CUDA
