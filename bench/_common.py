@@ -64,9 +64,10 @@ def fix_malloc_thresholds(size: int = 64 << 20) -> dict | None:
     return {"mmap_threshold": size, "trim_threshold": 4 * size}
 
 
-def measure(fns: dict, number: int, repeat: int, warmup: int) -> dict:
+def measure(fns: dict, number: int, repeat: int, warmup: int, keep: bool = False) -> dict:
     """Nanoseconds per call of each function: ``repeat`` samples of ``number`` calls,
-    the functions sampled in alternation so that machine noise hits them alike."""
+    the functions sampled in alternation so that machine noise hits them alike
+    (``keep``: each function's samples too, in order, under ``"values_ns"``)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -78,7 +79,8 @@ def measure(fns: dict, number: int, repeat: int, warmup: int) -> dict:
                 fn()
             samples[name].append((time.perf_counter_ns() - start) / number)
     return {k: {"median_ns": statistics.median(v), "min_ns": min(v),
-                "stdev_ns": statistics.pstdev(v), "samples": len(v)}
+                "stdev_ns": statistics.pstdev(v), "samples": len(v),
+                **({"values_ns": v} if keep else {})}
             for k, v in samples.items()}
 
 

@@ -13,7 +13,9 @@ size (``train_models.SIZES``).
 One step is zero_grad, forward, loss, backward, optimizer step, and ``loss.item()`` (which
 also waits for the GPU). Samples alternate refimpl and torch; the median is reported and
 the goals are judged on the ratio of medians: at most 2x torch on the CPU, at most 1.5x
-on the GPU (``--device cuda``). On the CPU, numpy's OpenBLAS and torch get one thread
+on the GPU (``--device cuda``). The median of each round's ratio (a refimpl sample over
+the torch sample right after it) is reported beside it: it follows the host's drift
+within a run, which the ratio of medians does not. On the CPU, numpy's OpenBLAS and torch get one thread
 each (two libraries' spinning pools make small-model timings meaningless), and glibc's
 mmap and trim thresholds are fixed for the process (``bench._common.fix_malloc_thresholds``;
 ``--malloc default`` leaves them moving, and the CPU timings at the bench size then vary
@@ -29,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 from pathlib import Path
 
@@ -65,13 +68,18 @@ def bench(kind: str, size: str, torch, device: str, number: int, repeat: int) ->
     tm = tm.to(device)
     fns = {"refimpl": _stepper(refimpl, kind, rm, device, size),
            "torch": _stepper(torch, kind, tm, device, size)}
-    times = measure(fns, number=number, repeat=repeat, warmup=3)
+    times = measure(fns, number=number, repeat=repeat, warmup=3, keep=True)
     ref_ms = times["refimpl"]["median_ns"] / 1e6
     torch_ms = times["torch"]["median_ns"] / 1e6
     ratio = ref_ms / torch_ms
+    # each round's refimpl sample over the torch sample taken right after it: the host's
+    # speed drifts within a run, and a round's two samples share its speed
+    rounds = [r / t for r, t in zip(times["refimpl"].pop("values_ns"),
+                                    times["torch"].pop("values_ns"))]
     return {"refimpl_ms_per_step": ref_ms, "torch_ms_per_step": torch_ms,
             "refimpl_over_torch": ratio,
             "refimpl_over_torch_min": times["refimpl"]["min_ns"] / times["torch"]["min_ns"],
+            "refimpl_over_torch_rounds_median": statistics.median(rounds),
             "goal": f"<= {GOALS[device]}", "met": ratio <= GOALS[device], "samples": times}
 
 
@@ -103,6 +111,7 @@ def main() -> None:
     for kind, case in report["cases"].items():
         print(f"{kind:<18} refimpl {case['refimpl_ms_per_step']:8.2f} ms  torch "
               f"{case['torch_ms_per_step']:8.2f} ms  ratio {case['refimpl_over_torch']:.2f}"
+              f" (rounds {case['refimpl_over_torch_rounds_median']:.2f})"
               f"  goal {case['goal']} {'met' if case['met'] else 'MISSED'}")
     out = args.out or (RESULTS if args.device == "cpu" else None)
     if out is not None:
