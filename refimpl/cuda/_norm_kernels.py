@@ -411,8 +411,9 @@ def takes(*tensors) -> bool:
     """Whether these kernels apply: float32/float64 CUDA tensors (``None`` allowed) of
     one dtype, on one device."""
     first = tensors[0]
-    return first.dtype in _SUFFIX and first.device.type == "cuda" and all(
-        t is None or t.dtype is first.dtype and t.device == first.device for t in tensors)
+    dev = first._storage.device
+    return first.dtype in _SUFFIX and dev.type == "cuda" and all(
+        t is None or t.dtype is first.dtype and t._storage.device == dev for t in tensors)
 
 
 def _ptr(t: Tensor | None) -> int:

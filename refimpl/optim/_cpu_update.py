@@ -40,13 +40,13 @@ def unwatched() -> bool:
 
 
 def plain_tensor(t) -> bool:
-    """A plain tensor or ``nn.Parameter``: dense, without math bits, and not a tensor
-    that records a graph."""
+    """A plain tensor or ``nn.Parameter`` (dense: refimpl has no sparse layouts), without
+    math bits, and not a tensor that records a graph."""
     parameter = (_MODULES or _modules())[3]
     # (a tensor with a grad_fn requires grad: "records a graph" is having one; a view's
     # grad_fn is computed, anything else's is its node)
     return ((type(t) is Tensor or type(t) is parameter) and not t._conj_bit
-            and not t._neg_bit and not t.is_sparse
+            and not t._neg_bit
             and (t._gfn is None if t._view_meta is None else t.grad_fn is None))
 
 
