@@ -124,10 +124,11 @@ class _Buffer:
 
     def __init__(self, a: np.ndarray) -> None:
         self.a = np.ascontiguousarray(a)
-        self.shape = self.a.shape
+        self.shape = self._shape = self.a.shape
         self.dtype = D.float32 if self.a.dtype == np.float32 else D.float64
         self.device = SimpleNamespace(type="cuda", index=0)
-        self._storage = SimpleNamespace(_data=SimpleNamespace(ptr=self.a.ctypes.data))
+        self._storage = SimpleNamespace(_data=SimpleNamespace(ptr=self.a.ctypes.data),
+                                        device=self.device)
         self._offset = 0
         self._version_counter = SimpleNamespace(version=0)
 

@@ -461,11 +461,11 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
     """(output, mean, biased variance) of a non-empty (N, C, *) input; ``mean``/``var``
     are the statistics to use in evaluation (returned as given)."""
     x, weight, bias = _plain(input), _plain(weight), _plain(bias)
-    c, dev, dt = x.shape[1], x.device, x.dtype
+    c, dev, dt = x._shape[1], x._storage.device, x.dtype
     m = x.numel() // c
-    hw = m // x.shape[0]
+    hw = m // x._shape[0]
     p, chunk = _chunks(c, m)
-    y = Tensor._empty(x.shape, dt, dev)
+    y = Tensor._empty(x._shape, dt, dev)
     if training:
         mean, var = Tensor._empty((c,), dt, dev), Tensor._empty((c,), dt, dev)
         if p == 1:  # one chunk a channel: statistics and normalisation in one launch
@@ -514,11 +514,11 @@ def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: 
     an empty tensor."""
     x, g, weight = _plain(input), _plain(grad), _plain(weight)
     mean, var = _plain(mean), _plain(var)
-    c, dev, dt = x.shape[1], x.device, x.dtype
+    c, dev, dt = x._shape[1], x._storage.device, x.dtype
     m = x.numel() // c
-    hw = m // x.shape[0]
+    hw = m // x._shape[0]
     p, chunk = _chunks(c, m)
-    gi = Tensor._empty(x.shape, dt, dev) if mask[0] else None
+    gi = Tensor._empty(x._shape, dt, dev) if mask[0] else None
     gw = Tensor._empty((c,), dt, dev) if mask[1] else None
     gb = Tensor._empty((c,), dt, dev) if mask[2] else None
     part = None
@@ -558,11 +558,11 @@ def layer_norm(input: Tensor, weight, bias, n: int,
     """(output, mean, rstd) over the last ``n`` dims of a non-empty input; the statistics
     have the input's shape with those dims kept as 1."""
     x, weight, bias = _plain(input), _plain(weight), _plain(bias)
-    dev, dt = x.device, x.dtype
-    lead = tuple(x.shape[:x.dim() - n])
-    d = math.prod(x.shape[x.dim() - n:])
+    dev, dt = x._storage.device, x.dtype
+    lead = tuple(x._shape[:x.dim() - n])
+    d = math.prod(x._shape[x.dim() - n:])
     r = x.numel() // d
-    y = Tensor._empty(x.shape, dt, dev)
+    y = Tensor._empty(x._shape, dt, dev)
     stat = (*lead, *([1] * n))
     mean, rstd = Tensor._empty(stat, dt, dev), Tensor._empty(stat, dt, dev)
     grid, block = _row_shape(d, r)
@@ -577,14 +577,14 @@ def layer_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, rstd:
     ``n`` dims; an unmasked one is an empty tensor."""
     x, g, weight = _plain(input), _plain(grad), _plain(weight)
     mean, rstd = _plain(mean), _plain(rstd)
-    dev, dt = x.device, x.dtype
-    norm = tuple(x.shape[x.dim() - n:])
+    dev, dt = x._storage.device, x.dtype
+    norm = tuple(x._shape[x.dim() - n:])
     d = math.prod(norm)
     r = x.numel() // d
     empty = Tensor._empty((0,), dt, dev)
     gi = gw = gb = empty
     if mask[0]:
-        gi = Tensor._empty(x.shape, dt, dev)
+        gi = Tensor._empty(x._shape, dt, dev)
         grid, block = _row_shape(d, r)
         _launch("ln_bw_rows", x, grid, block, "PPPPPPqq",
                 _ptr(g), _ptr(x), _ptr(weight), _ptr(mean), _ptr(rstd), _ptr(gi), r, d)

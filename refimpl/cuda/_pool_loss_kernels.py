@@ -232,13 +232,13 @@ def max_pool2d(input: Tensor, k, s, p, d, out) -> tuple[Tensor, Tensor]:
     tensor ``input`` (float16/bfloat16/float32/float64, at least one element), as new
     contiguous tensors of shape (*lead, *out)."""
     x = input if input.is_contiguous() else input.contiguous()
-    lead = tuple(x.shape[:-2])
-    planes = x.numel() // (x.shape[-2] * x.shape[-1])
+    lead = tuple(x._shape[:-2])
+    planes = x.numel() // (x._shape[-2] * x._shape[-1])
     dev = x._storage.device
     values = Tensor._empty((*lead, *out), x.dtype, dev)
     indices = Tensor._empty((*lead, *out), D.int64, dev)
     if values.numel():
-        g = _pool_geometry(planes, x.shape[-2:], out, k, s, p, d)
+        g = _pool_geometry(planes, x._shape[-2:], out, k, s, p, d)
         _launch(f"pool_fwd_{_SUFFIX[x.dtype]}", x, values.numel(), _POOL_FMT,
                 _ptr(x), _ptr(values), _ptr(indices), bytes(g))
     return values, indices
@@ -249,10 +249,10 @@ def max_pool2d_backward(grad: Tensor, input: Tensor, idx: Tensor, k, s, p, d) ->
     the output's shape), given the output gradient ``grad``, as a new contiguous tensor."""
     g = grad if grad.is_contiguous() else grad.contiguous()
     dev = input._storage.device
-    gx = Tensor._empty(tuple(input.shape), input.dtype, dev)
+    gx = Tensor._empty(tuple(input._shape), input.dtype, dev)
     if gx.numel():
-        planes = gx.numel() // (input.shape[-2] * input.shape[-1])
-        geo = _pool_geometry(planes, input.shape[-2:], idx.shape[-2:], k, s, p, d)
+        planes = gx.numel() // (input._shape[-2] * input._shape[-1])
+        geo = _pool_geometry(planes, input._shape[-2:], idx._shape[-2:], k, s, p, d)
         _launch(f"pool_bwd_{_SUFFIX[input.dtype]}", gx, gx.numel(), _POOL_FMT,
                 _ptr(g), _ptr(idx), _ptr(gx), bytes(geo))
     return gx
@@ -261,8 +261,8 @@ def max_pool2d_backward(grad: Tensor, input: Tensor, idx: Tensor, k, s, p, d) ->
 def _nll_geometry(input: Tensor, target: Tensor, weight: Tensor | None, reduction: str,
                   ignore_index: int, grad: Tensor | None = None) -> _Nll:
     two_d = input.dim() == 2
-    n = input.shape[0] if two_d else 1
-    classes = input.shape[-1]
+    n = input._shape[0] if two_d else 1
+    classes = input._shape[-1]
     xs0 = input.stride(0) if two_d else 0
     gs = grad.stride(0) if grad is not None and grad.dim() == 1 else 0
     return _Nll(n, classes, ignore_index, xs0, input.stride(-1),
@@ -276,7 +276,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None, reduction: st
     input (N, C) or (C,) at the int64 ``target`` classes: the loss per sample for
     ``reduction='none'``, else 0-d."""
     dev = input._storage.device
-    loss = Tensor._empty(tuple(target.shape) if reduction == "none" else (), input.dtype, dev)
+    loss = Tensor._empty(tuple(target._shape) if reduction == "none" else (), input.dtype, dev)
     total = Tensor._empty((), input.dtype, dev)
     geo = _nll_geometry(input, target, weight, reduction, ignore_index)
     _launch(f"nll_fwd_{_SUFFIX[input.dtype]}", input, 0, _NLL_FMT,
@@ -289,7 +289,7 @@ def nll_loss_backward(grad: Tensor, input: Tensor, target: Tensor, weight: Tenso
                       total: Tensor, reduction: str, ignore_index: int) -> Tensor:
     """The gradient of ``input`` for ``nll_loss`` given the loss gradient ``grad`` (of the
     loss's shape) and the forward's summed weight ``total``, as a new contiguous tensor."""
-    gx = Tensor._empty(tuple(input.shape), input.dtype, input._storage.device)
+    gx = Tensor._empty(tuple(input._shape), input.dtype, input._storage.device)
     geo = _nll_geometry(input, target, weight, reduction, ignore_index, grad)
     _launch(f"nll_bwd_{_SUFFIX[input.dtype]}", gx, gx.numel(), _NLL_FMT,
             _ptr(grad), _ptr(target), _ptr(weight), _ptr(total), _ptr(gx), bytes(geo))
