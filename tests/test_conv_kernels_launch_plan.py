@@ -16,7 +16,6 @@ CUDA source must also compile with NVRTC where the library is installed.
 from __future__ import annotations
 
 import ctypes
-import math
 import re
 from types import SimpleNamespace
 
@@ -188,10 +187,7 @@ def _direct_gi(grad, w, gi, g, cout, groups):
         gi[e] = acc
 
 
-def _direct_gw(grad, x, gw, g, cout, groups, tile):
-    # (each element alone: the kernel's tile of offsets changes how its threads share the
-    # loads, not any element's sum)
-    assert 1 <= tile <= K.GW_TILE
+def _direct_gw(grad, x, gw, g, cout, groups):
     L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
     cg, og = g.c // groups, cout // groups
     for e in range(cout * cg * KK):
@@ -222,12 +218,12 @@ def _small_mm(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1):
         c[e] = acc + (bias[j] if bias is not None else 0.0)
 
 
-def _direct_bw(grad, x, w, gi, gw, gb, g, cout, groups, tile):
+def _direct_bw(grad, x, w, gi, gw, gb, g, cout, groups):
     # the input, weight and bias gradients' segments of one launch (absent ones: None)
     if gi is not None:
         _direct_gi(grad, w, gi, g, cout, groups)
     if gw is not None:
-        _direct_gw(grad, x, gw, g, cout, groups, tile)
+        _direct_gw(grad, x, gw, g, cout, groups)
     if gb is not None:
         L = g.out[0] * g.out[1] * g.out[2]
         for c in range(cout):
@@ -391,7 +387,7 @@ def test_geometry_pads_spatial_dims_in_front():
 def test_every_kernel_has_a_launch_format():
     # (the ``launches`` fixture holds every launch to these formats)
     assert set(SIGNATURES) == set(K._NAMES)
-    assert FORMATS["im2col"] == "PP200si" and FORMATS["direct_bw"] == "PPPPPP200sqqq"
+    assert FORMATS["im2col"] == "PP200si" and FORMATS["direct_bw"] == "PPPPPP200sqq"
 
 
 def test_launch_packs_under_the_kernels_full_name(monkeypatch):
@@ -582,15 +578,12 @@ def block_kernels(tmp_path_factory):
                                wrappers, threads=True)
 
 
-@pytest.mark.parametrize("tile", [1, 2, K.GW_TILE])
 @pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
                          CASES)
 def test_direct_backward_block_sums_match_cpu_kernels(xs, ws, stride, pads, dil, groups,
-                                                       bias, strided, tile, block_kernels,
+                                                       bias, strided, block_kernels,
                                                       host_launches, monkeypatch):
-    # the same launches as host_launches, the direct kernels run by a block of 32 threads;
-    # the weight gradient's tasks take `tile` kernel offsets each (the last of a channel
-    # pair fewer when they do not divide the offsets)
+    # the same launches as host_launches, the direct kernels run by a block of 32 threads
     def launch(name, tensor, total, fmt, *args, per_block=False):
         host_launches.append(name)
         layout = _driver.param_layout(fmt)
@@ -600,9 +593,6 @@ def test_direct_backward_block_sums_match_cpu_kernels(xs, ws, stride, pads, dil,
 
     x, w, _ = _case(xs, ws, bias, strided, "direct", monkeypatch)
     monkeypatch.setattr(K, "_launch", launch)
-    taps = math.prod(ws[2:])
-    monkeypatch.setattr(K, "gw_tasks", lambda shape: (
-        min(tile, taps), shape[0] * shape[1] * -(-taps // min(tile, taps))))
     args = (stride, pads, dil, groups)
     g = t.tensor(RNG.standard_normal(C._cpu(x, w, None, *args).shape))
     for mask in ([True, True, True], [False, True, True], [True, False, False]):

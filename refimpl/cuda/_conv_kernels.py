@@ -16,9 +16,7 @@ Small problems skip the columns: ``direct_fwd`` and ``direct_gi`` compute the ou
 and the input gradient with a thread per result element, ``direct_gw`` the weight
 gradient with a block per element (its sum runs over the batch and every output
 position: each thread sums every 256th product in order, and the threads' sums meet in
-a fixed tree; a block takes up to nine kernel offsets of one channel pair at once, its
-threads reading each output-gradient value once for all of them, see ``gw_tasks``), and
-``small_mm`` does the linear layer's small products, bias included
+a fixed tree), and ``small_mm`` does the linear layer's small products, bias included
 (below ``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time
 is the larger cost). A backward whose gradients all fit runs as one launch: ``direct_bw``
 (the convolution's input, weight and bias gradients, one after the other; a
@@ -36,7 +34,6 @@ every buffer comes from the caching allocator, so the ops can be captured in CUD
 from __future__ import annotations
 
 import ctypes
-import math
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
@@ -46,8 +43,6 @@ from refimpl.cuda._pointwise import load_functions
 
 _BLOCK = 256
 _MAX_GRID = 1 << 16
-
-GW_TILE = 9  # the most kernel offsets a weight-gradient task takes (see gw_tasks)
 
 _SOURCE = r"""
 struct h16 { unsigned short x; };
@@ -229,9 +224,8 @@ __device__ void channel_sum_body(const T* __restrict__ g, T* __restrict__ out,
 }
 
 // Direct convolution for small problems (a thread per output or input-gradient element,
-// a block per weight-gradient task of up to GW_TILE elements, sums in a fixed order, no
-// columns and no GEMM): the weight w is dense (C_out, Cg, kd, kh, kw), the output and
-// gradients dense, x read through its strides.
+// a block per weight-gradient element, sums in a fixed order, no columns and no GEMM): the weight w is dense (C_out, Cg, kd, kh, kw), the
+// output and gradients dense, x read through its strides.
 template<class T>
 __device__ void direct_fwd_body(const T* __restrict__ x, const T* __restrict__ w,
                                 const T* __restrict__ bias, T* __restrict__ out, Geo g,
@@ -306,80 +300,58 @@ __device__ void direct_gi_body(const T* __restrict__ grad, const T* __restrict__
   }
 }
 
-#define GW_TILE GW_TILE_MAX  // kernel offsets a weight-gradient task sums at once (at most)
-
-// The sums of v[0..n) (n <= GW_TILE) over the block's threads, each combined in a fixed
-// tree in shared memory (the same totals, the same way, in every run); thread 0's v
-// holds the sums. blockDim.x is a power of two at most 256, and every thread of the
-// block must call it with the same n.
-template<class A>
-__device__ void block_sums(A* v, int n) {
-  __shared__ double raw[GW_TILE * 256];  // (room for doubles: A is float or double)
-  A* part = reinterpret_cast<A*>(raw);
-  const unsigned t = threadIdx.x, lanes = blockDim.x;
-  for (int j = 0; j < n; ++j) part[j * lanes + t] = v[j];
-  __syncthreads();
-  for (unsigned s = lanes >> 1; s; s >>= 1) {
-    if (t < s)
-      for (int j = 0; j < n; ++j) part[j * lanes + t] += part[j * lanes + t + s];
-    __syncthreads();
-  }
-  for (int j = 0; j < n; ++j) v[j] = part[j * lanes];
-  __syncthreads();  // (part is reused by the block's next sums)
-}
-
+// The sum of v over the block's threads, combined in a fixed tree in shared memory (the
+// same total, the same way, in every run); thread 0's result is the sum. blockDim.x is a
+// power of two, and every thread of the block must call it.
 template<class A>
 __device__ A block_sum(A v) {
-  block_sums(&v, 1);
-  return v;
+  __shared__ double raw[256];  // (room for 256 doubles: A is float or double)
+  A* part = reinterpret_cast<A*>(raw);
+  const unsigned t = threadIdx.x;
+  part[t] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x >> 1; s; s >>= 1) {
+    if (t < s) part[t] += part[t + s];
+    __syncthreads();
+  }
+  const A total = part[0];
+  __syncthreads();  // (part is reused by the block's next sum)
+  return total;
 }
 
-// Thread `lane` of `lanes`'s parts of the weight-gradient elements e0 .. e0 + n - 1 (n <=
-// GW_TILE consecutive kernel offsets of one output and one input channel): per element,
-// over the batch and the output positions lane, lane + lanes, ... (in order), the output
-// gradient times the input value its window reads. The output gradient is read once for
-// the n elements. block_sums of the threads' parts gives the elements.
+// The weight gradient of element e, thread `lane` of `lanes`: over the batch, and the
+// output positions lane, lane + lanes, ... (in order), the output gradient times the
+// input value its window reads. block_sum of the threads' parts gives the element.
 template<class T>
-__device__ void direct_gw_parts(typename Acc<T>::type* acc, long long e0, int n,
-                                long long lane, long long lanes,
-                                const T* __restrict__ grad, const T* __restrict__ x,
-                                const Geo& g, long long cout, long long groups) {
+__device__ typename Acc<T>::type direct_gw_part(long long e, long long lane, long long lanes,
+                                                const T* __restrict__ grad,
+                                                const T* __restrict__ x, const Geo& g,
+                                                long long cout, long long groups) {
+  typedef typename Acc<T>::type A;
   const long long L = g.out[0] * g.out[1] * g.out[2];
   const long long K = g.k[0] * g.k[1] * g.k[2];
   const long long cg = g.c / groups, og = cout / groups;
-  const long long k0 = e0 % K;
-  const long long ci = (e0 / K) % cg;
-  const long long co = e0 / (K * cg);
+  const long long k = e % K;
+  const long long ci = (e / K) % cg;
+  const long long co = e / (K * cg);
+  const long long kw = k % g.k[2], kh = (k / g.k[2]) % g.k[1], kd = k / (g.k[2] * g.k[1]);
   const long long ch = (co / og) * cg + ci;
-  // each offset's input displacement from its window's corner
-  long long td[GW_TILE], th[GW_TILE], tw[GW_TILE];
-  for (int j = 0; j < GW_TILE; ++j) {
-    const long long k = k0 + (j < n ? j : 0);
-    td[j] = k / (g.k[2] * g.k[1]) * g.dil[0];
-    th[j] = (k / g.k[2]) % g.k[1] * g.dil[1];
-    tw[j] = k % g.k[2] * g.dil[2];
-    acc[j] = 0;
-  }
   // the position p as (od, oh, ow), and the step of `lanes` positions in those digits
   const long long ow0 = lane % g.out[2], oh0 = (lane / g.out[2]) % g.out[1];
   const long long od0 = lane / (g.out[2] * g.out[1]);
   const long long dw = lanes % g.out[2], dh = (lanes / g.out[2]) % g.out[1];
   const long long dd = lanes / (g.out[2] * g.out[1]);
+  A acc = 0;
   for (long long b = 0; b < g.n; ++b) {
     const T* gr = grad + (b * cout + co) * L;
     const T* xb = x + b * g.xs[0] + ch * g.xs[1];
     long long od = od0, oh = oh0, ow = ow0;
     for (long long p = lane; p < L; p += lanes) {
-      const auto gv = ld(gr[p]);
-      const long long cd = tap_in(g, 0, od, 0), chh = tap_in(g, 1, oh, 0);
-      const long long cw = tap_in(g, 2, ow, 0);
-#pragma unroll
-      for (int j = 0; j < GW_TILE; ++j) {  // (unrolled: acc stays in registers)
-        const long long id = cd + td[j], ih = chh + th[j], iw = cw + tw[j];
-        if (j < n && id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0
-            && iw < g.in[2])
-          acc[j] += gv * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
-      }
+      const long long id = tap_in(g, 0, od, kd);
+      const long long ih = tap_in(g, 1, oh, kh);
+      const long long iw = tap_in(g, 2, ow, kw);
+      if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
+        acc += ld(gr[p]) * ld(xb[id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]]);
       ow += dw;  // p += lanes, digit by digit with carries
       if (ow >= g.out[2]) { ow -= g.out[2]; ++oh; }
       oh += dh;
@@ -387,6 +359,7 @@ __device__ void direct_gw_parts(typename Acc<T>::type* acc, long long e0, int n,
       od += dd;
     }
   }
+  return acc;
 }
 
 // Thread `lane`'s part of channel c's sum of dense (outer, channels, inner) g: over
@@ -404,24 +377,15 @@ __device__ typename Acc<T>::type channel_sum_part(long long c, long long lane,
   return acc;
 }
 
-// The weight gradient, a block per task: `tile` (1 .. GW_TILE) consecutive kernel offsets
-// of one output and one input channel (fewer at the end of a channel pair's offsets).
+// The weight gradient, a block per element.
 template<class T>
 __device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
-                               T* __restrict__ gw, Geo g, long long cout, long long groups,
-                               long long tile) {
-  const long long K = g.k[0] * g.k[1] * g.k[2];
-  const long long chunks = (K + tile - 1) / tile;
-  const long long tasks = cout * (g.c / groups) * chunks;
-  for (long long task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const long long k0 = task % chunks * tile;
-    const long long e0 = task / chunks * K + k0;
-    const int n = (int)(K - k0 < tile ? K - k0 : tile);
-    typename Acc<T>::type acc[GW_TILE];
-    direct_gw_parts<T>(acc, e0, n, threadIdx.x, blockDim.x, grad, x, g, cout, groups);
-    block_sums(acc, n);
-    if (!threadIdx.x)
-      for (int j = 0; j < n; ++j) gw[e0 + j] = st<T>(acc[j]);
+                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
+  const long long nw = cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2];
+  for (long long e = blockIdx.x; e < nw; e += gridDim.x) {
+    const auto v = block_sum(direct_gw_part<T>(e, threadIdx.x, blockDim.x, grad, x, g,
+                                               cout, groups));
+    if (!threadIdx.x) gw[e] = st<T>(v);
   }
 }
 
@@ -432,13 +396,13 @@ template<class T>
 __device__ void direct_bw_body(const T* __restrict__ grad, const T* __restrict__ x,
                                const T* __restrict__ w, T* __restrict__ gi,
                                T* __restrict__ gw, T* __restrict__ gb, Geo g, long long cout,
-                               long long groups, long long tile) {
+                               long long groups) {
   if (gi) {
     GRID_LOOP(e, g.n * g.c * g.in[0] * g.in[1] * g.in[2]) {
       gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
     }
   }
-  if (gw) direct_gw_body<T>(grad, x, gw, g, cout, groups, tile);
+  if (gw) direct_gw_body<T>(grad, x, gw, g, cout, groups);
   if (gb) {
     const long long L = g.out[0] * g.out[1] * g.out[2];
     for (long long c = blockIdx.x; c < cout; c += gridDim.x) {
@@ -516,11 +480,10 @@ extern "C" __global__ void direct_fwd_##S(const T* x, const T* w, const T* bias,
 extern "C" __global__ void direct_gi_##S(const T* grad, const T* w, T* gi, Geo g, \
     long long cout, long long groups) { direct_gi_body<T>(grad, w, gi, g, cout, groups); } \
 extern "C" __global__ void direct_gw_##S(const T* grad, const T* x, T* gw, Geo g, \
-    long long cout, long long groups, long long tile) { \
-  direct_gw_body<T>(grad, x, gw, g, cout, groups, tile); } \
+    long long cout, long long groups) { direct_gw_body<T>(grad, x, gw, g, cout, groups); } \
 extern "C" __global__ void direct_bw_##S(const T* grad, const T* x, const T* w, T* gi, \
-    T* gw, T* gb, Geo g, long long cout, long long groups, long long tile) { \
-  direct_bw_body<T>(grad, x, w, gi, gw, gb, g, cout, groups, tile); } \
+    T* gw, T* gb, Geo g, long long cout, long long groups) { \
+  direct_bw_body<T>(grad, x, w, gi, gw, gb, g, cout, groups); } \
 extern "C" __global__ void small_mm_bw_##S(const T* g, const T* x, const T* w, T* gi, \
     T* gw, T* gb, long long m, long long n, long long k, long long gs0, long long gs1, \
     long long xs0, long long xs1, long long ws0, long long ws1) { \
@@ -539,7 +502,7 @@ KERNELS(f16, h16)
 KERNELS(bf16, b16)
 KERNELS(f32, float)
 KERNELS(f64, double)
-""".replace("GW_TILE_MAX", str(GW_TILE))
+"""
 
 _SUFFIX = {D.float16: "f16", D.bfloat16: "bf16", D.float32: "f32", D.float64: "f64"}
 KERNEL_DTYPES = frozenset(_SUFFIX)
@@ -741,37 +704,17 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     gw = Tensor._empty(tuple(w_shape), grad.dtype, grad.device)
     kernel = list(w_shape[2:])
     g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-    tile, tasks = gw_tasks(w_shape)
-    _launch("direct_gw", gw, tasks, "PPP200sqqq", _ptr(grad), _ptr(x), _ptr(gw), g,
-            w_shape[0], groups, tile, per_block=True)
+    _launch("direct_gw", gw, gw.numel(), "PPP200sqq", _ptr(grad), _ptr(x), _ptr(gw), g,
+            w_shape[0], groups, per_block=True)
     return gw
-
-
-# A weight-gradient block task sums up to GW_TILE kernel offsets of one channel pair at
-# once (each thread reads an output-gradient value once for all of them), while at least
-# GW_TASKS tasks remain to spread over the device (two per SM of an H100/H200); fewer
-# channel pairs take fewer offsets a task, down to one. Every element's sum is the same
-# whatever the tile: the same products, in the same order, joined in the same tree.
-GW_TASKS = 256
-
-
-def gw_tasks(w_shape) -> tuple[int, int]:
-    """(offsets a task, block tasks) of the weight gradient of weight shape ``w_shape``."""
-    pairs = w_shape[0] * w_shape[1]
-    taps = math.prod(w_shape[2:])
-    for tile in range(min(GW_TILE, taps), 1, -1):
-        tasks = pairs * -(-taps // tile)
-        if tasks >= GW_TASKS:
-            return tile, tasks
-    return 1, pairs * taps
 
 
 def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride, pads,
                     dilation, groups: int) -> tuple:
     """(input, weight, bias) gradients of a small convolution in one ``direct_bw`` launch,
     None for those ``mask`` does not ask for; ``grad`` and ``w`` dense, ``x`` any strides.
-    An input-gradient element takes a thread, a weight-gradient task (``gw_tasks``) or a
-    bias-gradient channel a block."""
+    An input-gradient element takes a thread, a weight-gradient element or a bias-gradient
+    channel a block."""
     dev, dt = grad._storage.device, grad.dtype
     cout = w._shape[0]
     gi = Tensor._empty(x._shape, dt, dev) if mask[0] else None
@@ -779,13 +722,12 @@ def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride,
     gb = Tensor._empty((cout,), dt, dev) if mask[2] else None
     # blocks: enough for a thread per input-gradient element, and one per weight- or
     # bias-gradient element (the kernel loops over each part with all of its blocks)
-    tile, tasks = gw_tasks(w._shape)
     blocks = max(-(-gi.numel() // _BLOCK) if gi is not None else 0,
-                 tasks if gw is not None else 0, cout if gb is not None else 0)
+                 *(t.numel() for t in (gw, gb) if t is not None), 0)
     if blocks:
         g = _geo(x._shape, x._stride, list(w._shape[2:]), out_sizes, stride, pads, dilation)
-        _launch("direct_bw", grad, blocks, "PPPPPP200sqqq", _ptr(grad), _ptr(x), _ptr(w),
-                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups, tile, per_block=True)
+        _launch("direct_bw", grad, blocks, "PPPPPP200sqq", _ptr(grad), _ptr(x), _ptr(w),
+                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups, per_block=True)
     return gi, gw, gb
 
 
