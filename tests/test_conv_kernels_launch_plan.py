@@ -187,7 +187,10 @@ def _direct_gi(grad, w, gi, g, cout, groups):
         gi[e] = acc
 
 
-def _direct_gw(grad, x, gw, g, cout, groups):
+def _direct_gw(grad, x, gw, g, cout, groups, pairs3x3):
+    # (each element alone: a block per channel pair of a 3x3 kernel changes how the
+    # threads share the loads, not any element's sum)
+    assert pairs3x3 in (0, 1) and (not pairs3x3 or (g.k[0], g.k[1], g.k[2]) == (1, 3, 3))
     L, KK = g.out[0] * g.out[1] * g.out[2], g.k[0] * g.k[1] * g.k[2]
     cg, og = g.c // groups, cout // groups
     for e in range(cout * cg * KK):
@@ -218,12 +221,12 @@ def _small_mm(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1):
         c[e] = acc + (bias[j] if bias is not None else 0.0)
 
 
-def _direct_bw(grad, x, w, gi, gw, gb, g, cout, groups):
+def _direct_bw(grad, x, w, gi, gw, gb, g, cout, groups, pairs3x3):
     # the input, weight and bias gradients' segments of one launch (absent ones: None)
     if gi is not None:
         _direct_gi(grad, w, gi, g, cout, groups)
     if gw is not None:
-        _direct_gw(grad, x, gw, g, cout, groups)
+        _direct_gw(grad, x, gw, g, cout, groups, pairs3x3)
     if gb is not None:
         L = g.out[0] * g.out[1] * g.out[2]
         for c in range(cout):
@@ -306,6 +309,9 @@ CASES = [
     ((1, 4, 3, 4, 3), (2, 2, 2, 2, 2), [1, 1, 1], [(0, 0), (1, 1), (0, 0)], [1, 1, 2], 2,
      True, False),
     ((0, 3, 5, 5), (4, 3, 3, 3), [1, 1], [(1, 1), (1, 1)], [1, 1], 1, True, False),
+    ((2, 4, 7, 6), (6, 2, 3, 3), [2, 1], [(1, 2), (0, 1)], [1, 2], 2, True, True),
+    # more output positions than the emulated block's 32 threads (their steps carry)
+    ((1, 2, 11, 9), (4, 2, 3, 3), [1, 1], [(2, 1), (1, 1)], [2, 1], 1, False, False),
 ]
 
 
@@ -387,7 +393,7 @@ def test_geometry_pads_spatial_dims_in_front():
 def test_every_kernel_has_a_launch_format():
     # (the ``launches`` fixture holds every launch to these formats)
     assert set(SIGNATURES) == set(K._NAMES)
-    assert FORMATS["im2col"] == "PP200si" and FORMATS["direct_bw"] == "PPPPPP200sqq"
+    assert FORMATS["im2col"] == "PP200si" and FORMATS["direct_bw"] == "PPPPPP200sqqi"
 
 
 def test_launch_packs_under_the_kernels_full_name(monkeypatch):
@@ -578,12 +584,14 @@ def block_kernels(tmp_path_factory):
                                wrappers, threads=True)
 
 
+@pytest.mark.parametrize("gw_pairs", [K.GW_PAIRS, 0])
 @pytest.mark.parametrize(("xs", "ws", "stride", "pads", "dil", "groups", "bias", "strided"),
                          CASES)
 def test_direct_backward_block_sums_match_cpu_kernels(xs, ws, stride, pads, dil, groups,
-                                                       bias, strided, block_kernels,
+                                                       bias, strided, gw_pairs, block_kernels,
                                                       host_launches, monkeypatch):
-    # the same launches as host_launches, the direct kernels run by a block of 32 threads
+    # the same launches as host_launches, the direct kernels run by a block of 32 threads;
+    # with gw_pairs 0 a 3x3 kernel's weight gradient takes a block per channel pair
     def launch(name, tensor, total, fmt, *args, per_block=False):
         host_launches.append(name)
         layout = _driver.param_layout(fmt)
@@ -593,6 +601,7 @@ def test_direct_backward_block_sums_match_cpu_kernels(xs, ws, stride, pads, dil,
 
     x, w, _ = _case(xs, ws, bias, strided, "direct", monkeypatch)
     monkeypatch.setattr(K, "_launch", launch)
+    monkeypatch.setattr(K, "GW_PAIRS", gw_pairs)
     args = (stride, pads, dil, groups)
     g = t.tensor(RNG.standard_normal(C._cpu(x, w, None, *args).shape))
     for mask in ([True, True, True], [False, True, True], [True, False, False]):
@@ -643,3 +652,14 @@ def test_linear_cuda_source_matches_cpu_kernels(small, host_launches, monkeypatc
                 np.testing.assert_allclose(got._np, want, rtol=1e-12)
     assert ("small_mm" in host_launches) == small
     assert ("small_mm_bw" in host_launches) == small
+
+
+def test_weight_gradient_tasks(monkeypatch):
+    # a 2-d 3x3 kernel with many channel pairs: a block per pair, else a block per element
+    assert K.gw_tasks((32, 16, 3, 3)) == (1, 512)  # the bench CNN's second convolution
+    assert K.gw_tasks((16, 3, 3, 3)) == (0, 432)   # its first: 48 pairs
+    assert K.gw_tasks((32, 16, 3, 2)) == (0, 32 * 16 * 6)
+    assert K.gw_tasks((32, 16, 3, 3, 3)) == (0, 32 * 16 * 27)
+    assert K.gw_tasks((32, 16, 3)) == (0, 32 * 16 * 3)
+    monkeypatch.setattr(K, "GW_PAIRS", 0)
+    assert K.gw_tasks((2, 1, 3, 3)) == (1, 2)

@@ -16,7 +16,8 @@ Small problems skip the columns: ``direct_fwd`` and ``direct_gi`` compute the ou
 and the input gradient with a thread per result element, ``direct_gw`` the weight
 gradient with a block per element (its sum runs over the batch and every output
 position: each thread sums every 256th product in order, and the threads' sums meet in
-a fixed tree), and ``small_mm`` does the linear layer's small products, bias included
+a fixed tree; a 2-d 3x3 kernel with many channel pairs takes a block per pair, see
+``gw_tasks``), and ``small_mm`` does the linear layer's small products, bias included
 (below ``DIRECT_MACS`` / ``SMALL_MM_MACS`` multiply-adds, where a GEMM call's host time
 is the larger cost). A backward whose gradients all fit runs as one launch: ``direct_bw``
 (the convolution's input, weight and bias gradients, one after the other; a
@@ -34,6 +35,7 @@ every buffer comes from the caching allocator, so the ops can be captured in CUD
 from __future__ import annotations
 
 import ctypes
+import math
 
 from refimpl import _dtype as D
 from refimpl._tensor import Tensor
@@ -362,6 +364,49 @@ __device__ typename Acc<T>::type direct_gw_part(long long e, long long lane, lon
   return acc;
 }
 
+// The weight gradient of a 2-d 3x3 kernel, thread `lane` of `lanes`'s parts of the nine
+// elements of channel pair `pair` (output channel, input channel) at once: each
+// output-gradient value is read once for the nine offsets. Per element, the same products
+// in the same order as direct_gw_part's (the batch, then positions lane, lane + lanes,
+// ...), so block_sum of the parts gives the same bits.
+template<class T>
+__device__ void direct_gw33_parts(typename Acc<T>::type (&acc)[9], long long pair,
+                                  long long lane, long long lanes,
+                                  const T* __restrict__ grad, const T* __restrict__ x,
+                                  const Geo& g, long long cout, long long groups) {
+  const long long L = g.out[1] * g.out[2];  // (2-d: the leading dim of Geo has size 1)
+  const long long cg = g.c / groups, og = cout / groups;
+  const long long co = pair / cg, ci = pair % cg;
+  const long long ch = (co / og) * cg + ci;
+#pragma unroll
+  for (int j = 0; j < 9; ++j) acc[j] = 0;
+  const long long ow0 = lane % g.out[2], oh0 = (lane / g.out[2]) % g.out[1];
+  const long long dw = lanes % g.out[2], dh = (lanes / g.out[2]) % g.out[1];
+  for (long long b = 0; b < g.n; ++b) {
+    const T* gr = grad + (b * cout + co) * L;
+    const T* xb = x + b * g.xs[0] + ch * g.xs[1];
+    long long oh = oh0, ow = ow0;
+    for (long long p = lane; p < L; p += lanes) {
+      const auto gv = ld(gr[p]);
+      const long long ih0 = tap_in(g, 1, oh, 0), iw0 = tap_in(g, 2, ow, 0);
+#pragma unroll
+      for (int kh = 0; kh < 3; ++kh) {
+        const long long ih = ih0 + kh * g.dil[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+#pragma unroll
+        for (int kw = 0; kw < 3; ++kw) {
+          const long long iw = iw0 + kw * g.dil[2];
+          if (iw >= 0 && iw < g.in[2])
+            acc[kh * 3 + kw] += gv * ld(xb[ih * g.xs[3] + iw * g.xs[4]]);
+        }
+      }
+      ow += dw;  // p += lanes, digit by digit (a row past the last ends the loop)
+      if (ow >= g.out[2]) { ow -= g.out[2]; ++oh; }
+      oh += dh;
+    }
+  }
+}
+
 // Thread `lane`'s part of channel c's sum of dense (outer, channels, inner) g: over
 // outer, the elements lane, lane + lanes, ... of the channel's inner run (in order).
 template<class T>
@@ -377,10 +422,25 @@ __device__ typename Acc<T>::type channel_sum_part(long long c, long long lane,
   return acc;
 }
 
-// The weight gradient, a block per element.
+// The weight gradient, a block per element; with `pairs3x3` (a 2-d 3x3 kernel) a block
+// per channel pair, its nine elements at once.
 template<class T>
 __device__ void direct_gw_body(const T* __restrict__ grad, const T* __restrict__ x,
-                               T* __restrict__ gw, Geo g, long long cout, long long groups) {
+                               T* __restrict__ gw, Geo g, long long cout, long long groups,
+                               int pairs3x3) {
+  if (pairs3x3) {
+    const long long pairs = cout * (g.c / groups);
+    for (long long pair = blockIdx.x; pair < pairs; pair += gridDim.x) {
+      typename Acc<T>::type acc[9];
+      direct_gw33_parts<T>(acc, pair, threadIdx.x, blockDim.x, grad, x, g, cout, groups);
+#pragma unroll
+      for (int j = 0; j < 9; ++j) {
+        const auto v = block_sum(acc[j]);
+        if (!threadIdx.x) gw[pair * 9 + j] = st<T>(v);
+      }
+    }
+    return;
+  }
   const long long nw = cout * (g.c / groups) * g.k[0] * g.k[1] * g.k[2];
   for (long long e = blockIdx.x; e < nw; e += gridDim.x) {
     const auto v = block_sum(direct_gw_part<T>(e, threadIdx.x, blockDim.x, grad, x, g,
@@ -396,13 +456,13 @@ template<class T>
 __device__ void direct_bw_body(const T* __restrict__ grad, const T* __restrict__ x,
                                const T* __restrict__ w, T* __restrict__ gi,
                                T* __restrict__ gw, T* __restrict__ gb, Geo g, long long cout,
-                               long long groups) {
+                               long long groups, int pairs3x3) {
   if (gi) {
     GRID_LOOP(e, g.n * g.c * g.in[0] * g.in[1] * g.in[2]) {
       gi[e] = st<T>(direct_gi_at<T>(e, grad, w, g, cout, groups));
     }
   }
-  if (gw) direct_gw_body<T>(grad, x, gw, g, cout, groups);
+  if (gw) direct_gw_body<T>(grad, x, gw, g, cout, groups, pairs3x3);
   if (gb) {
     const long long L = g.out[0] * g.out[1] * g.out[2];
     for (long long c = blockIdx.x; c < cout; c += gridDim.x) {
@@ -480,10 +540,11 @@ extern "C" __global__ void direct_fwd_##S(const T* x, const T* w, const T* bias,
 extern "C" __global__ void direct_gi_##S(const T* grad, const T* w, T* gi, Geo g, \
     long long cout, long long groups) { direct_gi_body<T>(grad, w, gi, g, cout, groups); } \
 extern "C" __global__ void direct_gw_##S(const T* grad, const T* x, T* gw, Geo g, \
-    long long cout, long long groups) { direct_gw_body<T>(grad, x, gw, g, cout, groups); } \
+    long long cout, long long groups, int pairs3x3) { \
+  direct_gw_body<T>(grad, x, gw, g, cout, groups, pairs3x3); } \
 extern "C" __global__ void direct_bw_##S(const T* grad, const T* x, const T* w, T* gi, \
-    T* gw, T* gb, Geo g, long long cout, long long groups) { \
-  direct_bw_body<T>(grad, x, w, gi, gw, gb, g, cout, groups); } \
+    T* gw, T* gb, Geo g, long long cout, long long groups, int pairs3x3) { \
+  direct_bw_body<T>(grad, x, w, gi, gw, gb, g, cout, groups, pairs3x3); } \
 extern "C" __global__ void small_mm_bw_##S(const T* g, const T* x, const T* w, T* gi, \
     T* gw, T* gb, long long m, long long n, long long k, long long gs0, long long gs1, \
     long long xs0, long long xs1, long long ws0, long long ws1) { \
@@ -704,9 +765,27 @@ def direct_grad_weight(grad: Tensor, x: Tensor, w_shape, out_sizes, stride, pads
     gw = Tensor._empty(tuple(w_shape), grad.dtype, grad.device)
     kernel = list(w_shape[2:])
     g = _geo(x._shape, x._stride, kernel, out_sizes, stride, pads, dilation)
-    _launch("direct_gw", gw, gw.numel(), "PPP200sqq", _ptr(grad), _ptr(x), _ptr(gw), g,
-            w_shape[0], groups, per_block=True)
+    pairs3x3, tasks = gw_tasks(w_shape)
+    _launch("direct_gw", gw, tasks, "PPP200sqqi", _ptr(grad), _ptr(x), _ptr(gw), g,
+            w_shape[0], groups, pairs3x3, per_block=True)
     return gw
+
+
+# A 2-d 3x3 weight gradient takes a block per channel pair (its nine elements at once,
+# each output-gradient value read once for them) when there are at least this many
+# pairs: two blocks per SM of an H100/H200. Fewer pairs keep a block per element, which
+# spreads the work over nine times as many blocks. The elements' sums are the same
+# either way (the same products in the same order, joined in the same tree).
+GW_PAIRS = 256
+
+
+def gw_tasks(w_shape) -> tuple[int, int]:
+    """(1 for a block per channel pair of a 3x3 kernel, else 0; the blocks' tasks) of the
+    weight gradient of weight shape ``w_shape``."""
+    pairs = w_shape[0] * w_shape[1]
+    if len(w_shape) == 4 and w_shape[2] == w_shape[3] == 3 and pairs >= GW_PAIRS:
+        return 1, pairs
+    return 0, pairs * math.prod(w_shape[2:])
 
 
 def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride, pads,
@@ -722,12 +801,13 @@ def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride,
     gb = Tensor._empty((cout,), dt, dev) if mask[2] else None
     # blocks: enough for a thread per input-gradient element, and one per weight- or
     # bias-gradient element (the kernel loops over each part with all of its blocks)
+    pairs3x3, tasks = gw_tasks(w._shape)
     blocks = max(-(-gi.numel() // _BLOCK) if gi is not None else 0,
-                 *(t.numel() for t in (gw, gb) if t is not None), 0)
+                 tasks if gw is not None else 0, cout if gb is not None else 0)
     if blocks:
         g = _geo(x._shape, x._stride, list(w._shape[2:]), out_sizes, stride, pads, dilation)
-        _launch("direct_bw", grad, blocks, "PPPPPP200sqq", _ptr(grad), _ptr(x), _ptr(w),
-                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups, per_block=True)
+        _launch("direct_bw", grad, blocks, "PPPPPP200sqqi", _ptr(grad), _ptr(x), _ptr(w),
+                _ptr(gi), _ptr(gw), _ptr(gb), g, cout, groups, pairs3x3, per_block=True)
     return gi, gw, gb
 
 
