@@ -214,8 +214,7 @@ def _direct_gw(grad, x, gw, g, cout, groups, pairs3x3):
         gw[e] = acc
 
 
-def _small_mm(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1, per_block):
-    # (per_block changes how a sum is split over threads, not what it sums)
+def _small_mm(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1):
     for e in range(rows * cols):
         i, j = divmod(e, cols)
         acc = sum(a[i * sa0 + p * sa1] * b[j * sb1 + p * sb0] for p in range(inner))
@@ -234,7 +233,7 @@ def _direct_bw(grad, x, w, gi, gw, gb, g, cout, groups, pairs3x3):
             gb[c] = sum(grad[(b * cout + c) * L + i] for b in range(g.n) for i in range(L))
 
 
-def _small_mm_bw(g, x, w, gi, gw, gb, m, n, k, gs0, gs1, xs0, xs1, ws0, ws1, per_block):
+def _small_mm_bw(g, x, w, gi, gw, gb, m, n, k, gs0, gs1, xs0, xs1, ws0, ws1):
     if gi is not None:  # g @ w: (m, n) @ (n, k)
         for e in range(m * k):
             i, j = divmod(e, k)
@@ -578,11 +577,9 @@ template<class T> inline T st(typename Acc<T>::type v) { return (T)v; }
 
 @pytest.fixture(scope="module")
 def block_kernels(tmp_path_factory):
-    # the direct and small_mm kernels' wrappers run the kernel call on the block's threads
-    wrappers = _host_wrappers()
-    for name in ("direct", "small_mm"):
-        wrappers = wrappers.replace("{ " + name, "{ run_block([=] { " + name)
-    wrappers = re.sub(r"(run_block\(\[=\] \{ \w+\(.*?\);) \}", r"\1 }); }", wrappers)
+    # the direct kernels' wrappers run the kernel call on the block's threads
+    wrappers = _host_wrappers().replace("{ direct", "{ run_block([=] { direct")
+    wrappers = re.sub(r"(run_block\(\[=\] \{ direct\w+\(.*?\);) \}", r"\1 }); }", wrappers)
     return _build_host_kernels(tmp_path_factory, "conv_kernels_block", _BLOCK_PRELUDE,
                                wrappers, threads=True)
 
@@ -666,30 +663,3 @@ def test_weight_gradient_tasks(monkeypatch):
     assert K.gw_tasks((32, 16, 3)) == (0, 32 * 16 * 3)
     monkeypatch.setattr(K, "GW_PAIRS", 0)
     assert K.gw_tasks((2, 1, 3, 3)) == (1, 2)
-
-
-@pytest.mark.parametrize("block_sum", [K.SMALL_MM_BLOCK_SUM, 1])
-@pytest.mark.parametrize(("m", "k", "n"), [(5, 3, 4), (70, 40, 3)])
-def test_linear_block_sums_match_cpu_kernels(m, k, n, block_sum, block_kernels,
-                                             host_launches, monkeypatch):
-    # small_mm and small_mm_bw run by a block of 32 threads; with block_sum 1 every sum
-    # takes a block (the (70, 40, 3) case: more rows and inner products than threads)
-    def launch(name, tensor, total, fmt, *args, per_block=False):
-        host_launches.append(name)
-        layout = _driver.param_layout(fmt)
-        data, params = layout.buffers()
-        layout.struct.pack_into(data, 0, *args)
-        getattr(block_kernels, f"emu_{name}_f64")(ctypes.c_void_p(params))
-
-    monkeypatch.setattr(K, "SMALL_MM_MACS", 1 << 40)
-    monkeypatch.setattr(K, "SMALL_MM_BLOCK_SUM", block_sum)
-    monkeypatch.setattr(K, "_launch", launch)
-    x = t.tensor(RNG.standard_normal((k, m))).t()  # a transposed input
-    w, b = t.tensor(RNG.standard_normal((n, k))), t.tensor(RNG.standard_normal(n))
-    np.testing.assert_allclose(LK._cuda(x, w, b)._np, LK._cpu(x, w, b), rtol=1e-12)
-    g = t.tensor(RNG.standard_normal((m, n)))
-    for mask in ([True] * 3, [False, True, True], [True, False, False], [False, False, True]):
-        for on, got, want in zip(mask, LK._bw_cuda(g, x, w, mask), LK._bw_cpu(g, x, w, mask)):
-            if on:
-                np.testing.assert_allclose(got._np, want, rtol=1e-12, atol=1e-12)
-    assert host_launches.count("small_mm") == 1 and "small_mm_bw" in host_launches

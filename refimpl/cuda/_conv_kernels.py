@@ -486,42 +486,15 @@ __device__ typename Acc<T>::type small_mm_at(long long e, const T* __restrict__ 
   return acc;
 }
 
-// Thread `lane` of `lanes`'s part of element e of a @ b: the products p = lane, lane +
-// lanes, ... (in order); block_sum of the parts gives the element.
-template<class T>
-__device__ typename Acc<T>::type small_mm_part(long long e, long long lane, long long lanes,
-                                               const T* __restrict__ a,
-                                               const T* __restrict__ b, long long cols,
-                                               long long inner, long long sa0, long long sa1,
-                                               long long sb0, long long sb1) {
-  typename Acc<T>::type acc = 0;
-  const T* ar = a + (e / cols) * sa0;
-  const T* bc = b + (e % cols) * sb1;
-  for (long long p = lane; p < inner; p += lanes) acc += ld(ar[p * sa1]) * ld(bc[p * sb0]);
-  return acc;
-}
-
 // A small matrix product, one thread per result element: c[i, j] = sum over p (in order)
 // of a[i, p] * b[p, j], plus bias[j] when given; a and b read through their strides, c
-// dense (rows, cols). The linear layer's products below the size limit. With
-// `per_block` (a long inner dim) a block per element instead, its threads' parts joined
-// in a fixed tree.
+// dense (rows, cols). The linear layer's products below the size limit.
 template<class T>
 __device__ void small_mm_body(const T* __restrict__ a, const T* __restrict__ b,
                               const T* __restrict__ bias, T* __restrict__ c, long long rows,
                               long long cols, long long inner, long long sa0, long long sa1,
-                              long long sb0, long long sb1, int per_block) {
+                              long long sb0, long long sb1) {
   typedef typename Acc<T>::type A;
-  if (per_block) {
-    for (long long e = blockIdx.x; e < rows * cols; e += gridDim.x) {
-      A acc = block_sum(small_mm_part<T>(e, threadIdx.x, blockDim.x, a, b, cols, inner,
-                                         sa0, sa1, sb0, sb1));
-      if (threadIdx.x) continue;
-      if (bias) acc += ld(bias[e % cols]);
-      c[e] = st<T>(acc);
-    }
-    return;
-  }
   GRID_LOOP(e, rows * cols) {
     A acc = small_mm_at<T>(e, a, b, cols, inner, sa0, sa1, sb0, sb1);
     if (bias) acc += ld(bias[e % cols]);
@@ -533,34 +506,15 @@ __device__ void small_mm_body(const T* __restrict__ a, const T* __restrict__ b,
 // input x (m, k) and the weight w (n, k), all read through their strides: the input
 // gradient g @ w, then the weight gradient g^T @ x (small_mm's sums), then the bias
 // gradient, g's column sums in row order (each segment absent when its pointer is null).
-// With `per_block` (many rows) the weight- and bias-gradient elements take a block each,
-// its threads' parts (rows lane, lane + lanes, ...) joined in a fixed tree.
 template<class T>
 __device__ void small_mm_bw_body(const T* __restrict__ g, const T* __restrict__ x,
                                  const T* __restrict__ w, T* __restrict__ gi,
                                  T* __restrict__ gw, T* __restrict__ gb, long long m,
                                  long long n, long long k, long long gs0, long long gs1,
                                  long long xs0, long long xs1, long long ws0,
-                                 long long ws1, int per_block) {
+                                 long long ws1) {
   typedef typename Acc<T>::type A;
   const long long ni = gi ? m * k : 0, nw = gw ? n * k : 0, nb = gb ? n : 0;
-  if (per_block) {
-    GRID_LOOP(e, ni) gi[e] = st<T>(small_mm_at<T>(e, g, w, k, n, gs0, gs1, ws0, ws1));
-    for (long long e = blockIdx.x; e < nw + nb; e += gridDim.x) {
-      A part = 0;
-      if (e < nw) {
-        part = small_mm_part<T>(e, threadIdx.x, blockDim.x, g, x, k, m, gs1, gs0, xs0, xs1);
-      } else {
-        const T* col = g + (e - nw) * gs1;
-        for (long long p = threadIdx.x; p < m; p += blockDim.x) part += ld(col[p * gs0]);
-      }
-      const A v = block_sum(part);
-      if (threadIdx.x) continue;
-      if (e < nw) gw[e] = st<T>(v);
-      else gb[e - nw] = st<T>(v);
-    }
-    return;
-  }
   GRID_LOOP(e, ni + nw + nb) {
     if (e < ni) {
       gi[e] = st<T>(small_mm_at<T>(e, g, w, k, n, gs0, gs1, ws0, ws1));
@@ -578,8 +532,8 @@ __device__ void small_mm_bw_body(const T* __restrict__ g, const T* __restrict__ 
 #define KERNELS(S, T) \
 extern "C" __global__ void small_mm_##S(const T* a, const T* b, const T* bias, T* c, \
     long long rows, long long cols, long long inner, long long sa0, long long sa1, \
-    long long sb0, long long sb1, int per_block) { \
-  small_mm_body<T>(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1, per_block); } \
+    long long sb0, long long sb1) { \
+  small_mm_body<T>(a, b, bias, c, rows, cols, inner, sa0, sa1, sb0, sb1); } \
 extern "C" __global__ void direct_fwd_##S(const T* x, const T* w, const T* bias, T* out, \
     Geo g, long long cout, long long groups) { \
   direct_fwd_body<T>(x, w, bias, out, g, cout, groups); } \
@@ -593,9 +547,8 @@ extern "C" __global__ void direct_bw_##S(const T* grad, const T* x, const T* w, 
   direct_bw_body<T>(grad, x, w, gi, gw, gb, g, cout, groups, pairs3x3); } \
 extern "C" __global__ void small_mm_bw_##S(const T* g, const T* x, const T* w, T* gi, \
     T* gw, T* gb, long long m, long long n, long long k, long long gs0, long long gs1, \
-    long long xs0, long long xs1, long long ws0, long long ws1, int per_block) { \
-  small_mm_bw_body<T>(g, x, w, gi, gw, gb, m, n, k, gs0, gs1, xs0, xs1, ws0, ws1, \
-                      per_block); } \
+    long long xs0, long long xs1, long long ws0, long long ws1) { \
+  small_mm_bw_body<T>(g, x, w, gi, gw, gb, m, n, k, gs0, gs1, xs0, xs1, ws0, ws1); } \
 extern "C" __global__ void im2col_##S(const T* x, T* cols, Geo g, int layout_b) { \
   im2col_body<T>(x, cols, g, layout_b); } \
 extern "C" __global__ void col2im_##S(const T* cols, T* out, Geo g, int layout_b) { \
@@ -863,12 +816,6 @@ def direct_backward(grad: Tensor, x: Tensor, w: Tensor, mask, out_sizes, stride,
 # measured with DIRECT_MACS).
 SMALL_MM_MACS = 1 << 24
 SMALL_MM_INNER = 2048
-# A small_mm sum of at least this many products (the forward's inner dim, the backward's
-# rows for the weight and bias gradients) takes a block of threads, each summing every
-# 256th product in order, joined in a fixed tree: one thread's serial sum of a thousand
-# products waits on a thousand dependent steps (on an H200 the transformer's linear
-# backward, 1,024 rows, took 138 µs that way). Shorter sums keep a thread each.
-SMALL_MM_BLOCK_SUM = 256
 
 
 def small_mm_fits(rows: int, cols: int, inner: int) -> bool:
@@ -884,10 +831,8 @@ def small_mm(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None) -> T
     if rows * cols:
         if bias is not None:
             bias = dense(bias)
-        per_block = inner >= SMALL_MM_BLOCK_SUM
-        _launch("small_mm", out, rows * cols, "PPPPqqqqqqqi", _ptr(a), _ptr(b), _ptr(bias),
-                _ptr(out), rows, cols, inner, *a._stride, *b._stride, int(per_block),
-                per_block=per_block)
+        _launch("small_mm", out, rows * cols, "PPPPqqqqqqq", _ptr(a), _ptr(b), _ptr(bias),
+                _ptr(out), rows, cols, inner, *a._stride, *b._stride)
     return out
 
 
@@ -895,8 +840,7 @@ def small_mm_backward(grad: Tensor, x: Tensor, w: Tensor, mask) -> tuple:
     """(input, weight, bias) gradients of a small linear layer ``x @ w.T + b`` in one
     ``small_mm_bw`` launch, None for those ``mask`` does not ask for; ``grad`` (m, n),
     ``x`` (m, k) and ``w`` (n, k) of any strides. The bias gradient is each column's sum
-    in row order (one thread a column; a block a column when ``m`` reaches
-    ``SMALL_MM_BLOCK_SUM``, as the weight gradient's elements then)."""
+    in row order (one thread a column)."""
     dev, dt = grad._storage.device, grad.dtype
     (m, n), k = grad._shape, x._shape[1]
     gi = Tensor._empty((m, k), dt, dev) if mask[0] else None
@@ -904,13 +848,8 @@ def small_mm_backward(grad: Tensor, x: Tensor, w: Tensor, mask) -> tuple:
     gb = Tensor._empty((n,), dt, dev) if mask[2] else None
     total = sum(t.numel() for t in (gi, gw, gb) if t is not None)
     if total:
-        per_block = m >= SMALL_MM_BLOCK_SUM
-        if per_block:  # a thread per input-gradient element, a block per other element
-            total = max(-(-gi.numel() // _BLOCK) if gi is not None else 0,
-                        sum(t.numel() for t in (gw, gb) if t is not None))
-        _launch("small_mm_bw", grad, total, "PPPPPPqqqqqqqqqi", _ptr(grad), _ptr(x),
-                _ptr(w), _ptr(gi), _ptr(gw), _ptr(gb), m, n, k, *grad._stride, *x._stride,
-                *w._stride, int(per_block), per_block=per_block)
+        _launch("small_mm_bw", grad, total, "PPPPPPqqqqqqqqq", _ptr(grad), _ptr(x), _ptr(w),
+                _ptr(gi), _ptr(gw), _ptr(gb), m, n, k, *grad._stride, *x._stride, *w._stride)
     return gi, gw, gb
 
 
