@@ -34,6 +34,24 @@ def test_conv_memo_checks_each_new_geometry():
     assert len(nn_conv._CHECKED) == 2
 
 
+def test_conv_memo_takes_a_modules_parameters():
+    # nn.Conv2d's weight and bias are Parameters: a training step's convolutions reuse
+    # their checked geometry too (a tensor subclass of another kind does not)
+    nn_conv._CHECKED.clear()
+    conv, x = t.nn.Conv2d(2, 3, 3, padding=1), t.randn(1, 2, 5, 5)
+    first = conv(x)
+    assert len(nn_conv._CHECKED) == 1
+    assert t.equal(conv(x), first) and len(nn_conv._CHECKED) == 1
+
+    class Other(t.Tensor):
+        pass
+
+    nn_conv._CHECKED.clear()
+    other = Other._make(x._storage, x._shape, x._stride, x._offset, x.dtype)
+    t.nn.functional.conv2d(other, conv.weight, padding=1)
+    assert len(nn_conv._CHECKED) == 0
+
+
 def test_pool_memo_checks_each_new_geometry():
     nn_pool._CHECKED.clear()
     x = t.randn(1, 2, 6, 6)

@@ -17,7 +17,7 @@ import warnings
 
 from refimpl import _dtype as D
 from refimpl._autocast import composite
-from refimpl._tensor import Tensor
+from refimpl._tensor import PLAIN, Tensor
 from refimpl.ops._helpers import int_key
 from refimpl.ops.nn_conv_kernel import conv_im2col, use_fused
 from refimpl.ops.nn_shape import pad, windows
@@ -144,8 +144,9 @@ _CHECKED: dict = {}
 
 def _geometry_key(input, weight, bias, stride, padding, dilation, groups, name):
     """The memo key of a call's checked metadata, or None when it has none (a string
-    padding, a tensor subclass, or a geometry argument that is not ints)."""
-    if type(padding) is str or type(input) is not Tensor or type(weight) is not Tensor:
+    padding, a tensor subclass other than ``nn.Parameter``, or a geometry argument that
+    is not ints)."""
+    if type(padding) is str or type(input) not in PLAIN or type(weight) not in PLAIN:
         return None
     geometry = int_key((stride, padding, dilation, groups))
     if geometry is None:
