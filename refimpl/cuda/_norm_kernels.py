@@ -537,9 +537,11 @@ def batch_norm_backward(grad: Tensor, input: Tensor, weight, mean: Tensor, var: 
         _launch("bn_bw_apply", x, (c * pa, 1, 1), (_BLOCK, 1, 1), "PPPPPPqPPPqqqqqFi",
                 _ptr(g), _ptr(x), _ptr(mean), _ptr(var), _ptr(weight), _ptr(part), p,
                 _ptr(gi), _ptr(gw), _ptr(gb), c, hw, m, chunk, pa, eps, bool(training))
-    empty = Tensor._empty((0,), dt, dev)
-    return (gi if gi is not None else empty, gw if gw is not None else empty,
-            gb if gb is not None else empty)
+    if gi is None or gw is None or gb is None:  # an unmasked gradient: an empty tensor
+        empty = Tensor._empty((0,), dt, dev)
+        return (gi if gi is not None else empty, gw if gw is not None else empty,
+                gb if gb is not None else empty)
+    return gi, gw, gb
 
 
 _ONE_CHUNK_ROWS = 1024

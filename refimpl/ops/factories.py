@@ -162,10 +162,16 @@ def _filled(value):
         dev = resolve(device) if device is not None else _device.DEFAULT
         shape = _shape_args(size)
         strides = factory_strides(shape, memory_format) if memory_format is not None else None
-        t = empty_op(shape, dtype=dt, device=dev, zeroed=value == 0)
-        if value is not None and value != 0 and t.numel():
-            t.fill_(value)
-            t._version_counter.version = 0  # a fresh tensor starts at version 0
+        if dev.type == "cuda" and not MODE_STACK and _dispatch.PROFILE_LAYER is None:
+            # as empty() does: no mode or profiler watches, so the kernels are called
+            # without dispatch (zeros and ones fit every dtype: no value check to make)
+            t = Tensor._empty(shape, dt, dev)
+            (_CUDA_FILL or _cuda_fill())(t, value)
+        else:
+            t = empty_op(shape, dtype=dt, device=dev, zeroed=value == 0)
+            if value is not None and value != 0 and t.numel():
+                t.fill_(value)
+                t._version_counter.version = 0  # a fresh tensor starts at version 0
         t = relaid(t, strides)
         if out is not None:
             out.resize_(t.shape).copy_(t)
@@ -175,6 +181,16 @@ def _filled(value):
         return t.requires_grad_(True) if requires_grad else t
 
     return factory
+
+
+_CUDA_FILL = None  # refimpl.cuda._tensor_ops.fill_, bound on the first CUDA zeros/ones
+
+
+def _cuda_fill():
+    global _CUDA_FILL
+    from refimpl.cuda._tensor_ops import fill_ as _CUDA_FILL
+
+    return _CUDA_FILL
 
 
 zeros = _filled(0)

@@ -61,6 +61,35 @@ def test_fill_and_zero():
     assert full.dtype is t.int64 and full.cpu().tolist() == [[7, 7], [7, 7]]
 
 
+@pytest.mark.parametrize("name", DTYPES)
+def test_zeros_and_ones_every_dtype(name):
+    # no mode or profiler: the factories call the fill kernel without dispatch
+    dt = getattr(t, name)
+    for factory, value in ((t.zeros, 0), (t.ones, 1)):
+        x = factory(2, 3, dtype=dt, device="cuda")
+        assert x.dtype is dt and x.shape == (2, 3) and x._version == 0
+        assert x.cpu().tolist() == [[value] * 3] * 2  # (1 == True == 1+0j)
+    y = t.ones(2, 3, 4, 5, device="cuda", memory_format=t.channels_last, requires_grad=True)
+    assert y.stride() == (60, 1, 15, 3) and y.requires_grad and y.is_leaf
+    assert t.zeros(0, 3, device="cuda").shape == (0, 3)
+
+
+def test_zeros_and_ones_under_a_dispatch_mode_are_seen():
+    from refimpl.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Log():
+        x = t.ones(3, device="cuda")
+    assert x.cpu().tolist() == [1.0] * 3
+    assert seen, "a dispatch mode must see the ops of ones()"
+
+
 def test_blocking_copy_to_cpu_synchronizes():
     x = t.ones(1 << 20, device="cuda")
     t.cuda._sleep(int(50 * t.cuda.get_cycles_per_ms()))
