@@ -431,14 +431,14 @@ def test_full_transformer_matches_torch():
 
 
 def test_batch_norm_running_update_takes_the_one_pass_path(monkeypatch):
-    # training batch norm on plain CPU buffers updates the running statistics in one pass
-    # over their numpy views (the ops it stands for are the fallback); grad mode is on
-    # outside, as in a training step
-    from refimpl.ops import nn_norm
+    # training batch norm on plain CPU buffers updates the running statistics inside the
+    # fused op, in one pass over their numpy views (the ops it stands for are the
+    # fallback); grad mode is on outside, as in a training step
+    from refimpl.ops import nn_norm_kernel
 
     calls = []
-    real = nn_norm._update_running_np
-    monkeypatch.setattr(nn_norm, "_update_running_np",
+    real = nn_norm_kernel.update_running_np
+    monkeypatch.setattr(nn_norm_kernel, "update_running_np",
                         lambda *a: calls.append(a) or real(*a))
     bn = refimpl.nn.BatchNorm2d(3)
     x = refimpl.randn(4, 3, 5, 5, requires_grad=True)

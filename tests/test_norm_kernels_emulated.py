@@ -231,19 +231,47 @@ def test_layer_norm_kernels(emu, dtype, shape, n):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_running_statistics_kernel(emu, dtype):
-    from refimpl.ops.nn_norm import _update_running_np
-
     rng = np.random.default_rng(3)
     rm, rv, mean, var = (rng.standard_normal(300).astype(dtype) for _ in range(4))
     var = np.abs(var)
     got = [_Buffer(a.copy()) for a in (rm, rv, mean, var)]
-    want = [t.tensor(a.copy()) for a in (rm, rv, mean, var)]
+    want = [a.copy() for a in (rm, rv, mean, var)]
     assert K.update_running(*got, 0.3, 37)
-    _update_running_np(*want, 0.3, 37)
+    BK.update_running_np(*want, 0.3, 37)
     for i in range(2):
-        _close(got[i], want[i], dtype)
+        _close(got[i], t.tensor(want[i]), dtype)
         # no version bump, as torch's batch norm kernels
-        assert got[i]._version_counter.version == 0 == want[i]._version_counter.version
+        assert got[i]._version_counter.version == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 5), (2, 2, 30, 30), (1, 3, 2100)])
+def test_batch_norm_updates_running_statistics_in_its_launch(emu, dtype, shape):
+    # training with running statistics and a momentum: the launch that writes the
+    # batch's statistics updates them (bn_one, or bn_apply's first block of a channel),
+    # as the CPU op does, and bit for bit as the separate bn_running launch would
+    rng = np.random.default_rng(sum(shape) + 1)
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 2 + 1).astype(dtype)
+    w, b = rng.standard_normal(c).astype(dtype), rng.standard_normal(c).astype(dtype)
+    rm, rv = rng.standard_normal(c).astype(dtype), (rng.random(c) + 0.5).astype(dtype)
+    got_rm, got_rv = _Buffer(rm.copy()), _Buffer(rv.copy())
+    got = K.batch_norm(_b(x), _b(w), _b(b), got_rm, got_rv, True, 1e-5, 0.3)
+    want_rm, want_rv = t.tensor(rm.copy()), t.tensor(rv.copy())
+    want = BK.batch_norm_fused(_c(x), _c(w), _c(b), want_rm, want_rv, True, 1e-5, 0.3)
+    for i in range(3):
+        _close(got[i], want[i], dtype)
+    _close(got_rm, want_rm, dtype)
+    _close(got_rv, want_rv, dtype)
+    assert not np.array_equal(got_rm.a, rm)  # (the update happened)
+    separate = [_Buffer(rm.copy()), _Buffer(rv.copy())]
+    n = x.size // c
+    assert K.update_running(*separate, got[1], got[2], 0.3, n)
+    assert np.array_equal(separate[0].a, got_rm.a) and np.array_equal(separate[1].a, got_rv.a)
+    # without a momentum the running statistics are left alone
+    still = [_Buffer(rm.copy()), _Buffer(rv.copy())]
+    K.batch_norm(_b(x), _b(w), _b(b), *still, True, 1e-5)
+    assert np.array_equal(still[0].a, rm) and np.array_equal(still[1].a, rv)
 
 
 def test_source_compiles_with_nvrtc(nvrtc_compile):

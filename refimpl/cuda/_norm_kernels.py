@@ -25,8 +25,10 @@ batch is thus copied once). Index arithmetic is 64-bit.
   A channel of one chunk (P = 1) runs both steps in one launch (``bn_one``,
   ``bn_bw_one``: the same device code, so the same bits; the one partial stays in the
   block's shared memory, with no scratch tensor).
-  The running statistics' update of ``batch_norm`` is one more launch
-  (``bn_running``, called by ``nn_norm._update_running``) instead of five ops.
+  In training the running statistics are updated in place by the block that writes a
+  channel's batch statistics (the op takes them, as torch's ``native_batch_norm``
+  does); ``bn_running`` is the same update as a launch of its own, for
+  ``nn_norm._update_running`` (running statistics the op cannot take).
 * Layer norm, input viewed as (R, D): one warp per row for D <= 1024, else one block of
   256 threads per row; mean and variance by two passes over the row. The backward's
   input gradient is per row the same way (``ln_bw_rows``); the weight and bias gradients
@@ -131,12 +133,29 @@ __device__ void bn_stats(const T* x, A* part, long long C, long long hw, long lo
 
 // y = (x - mean) * (invstd * w) + b over chunk p of channel c; the statistics merged
 // from the P Welford partials (written out by the chunk-0 block) or read from mean/var.
+// The running statistics' update of channel c in place, rounded as the ops mul_ then
+// add_ (alpha) round it: rm = rm * keep + momentum * mean; rv = rv * keep + momentum *
+// (var * factor). ``bn_running`` runs it over every channel (a launch of its own); the
+// training forward runs it in the block that writes channel c's batch statistics.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+template<class T>
+__device__ __forceinline__ void bn_running_one(T* rm, T* rv, T mean, T var, long long c,
+                                               T keep, T momentum, T factor) {
+  T r = mul_rn(rm[c], keep);
+  rm[c] = r + momentum * mean;
+  T u = mul_rn(var, factor);
+  T s = mul_rn(rv[c], keep);
+  rv[c] = s + momentum * u;
+}
+
 template<class T, class A>
 __device__ void bn_apply(const T* x, T* y, const A* part, long long P, long long cs,
                          const T* mean_in,
                          const T* var_in, const T* w, const T* b, T* mean_out, T* var_out,
                          long long C, long long hw, long long M, long long chunk,
-                         long long Pa, A eps) {
+                         long long Pa, A eps, T* rm, T* rv, T keep, T momentum, T factor) {
   __shared__ A st[2];
   const long long c = blockIdx.x / Pa, p = blockIdx.x % Pa;
   if (threadIdx.x == 0) {
@@ -150,7 +169,11 @@ __device__ void bn_apply(const T* x, T* y, const A* part, long long P, long long
       }
       mean = (A)acc.m;
       var = (A)(acc.m2 / acc.n);
-      if (p == 0) { mean_out[c] = (T)mean; var_out[c] = (T)var; }
+      if (p == 0) {
+        mean_out[c] = (T)mean;
+        var_out[c] = (T)var;
+        if (rm) bn_running_one(rm, rv, (T)mean, (T)var, c, keep, momentum, factor);
+      }
     } else {
       mean = (A)mean_in[c];
       var = (A)var_in[c];
@@ -332,22 +355,12 @@ __device__ void ln_bw_cols_final(const A* pw, const A* pb, T* gw, T* gb, long lo
   }
 }
 
-// The running statistics' update in place, rounded as the ops mul_ then add_ (alpha)
-// round it: rm = rm * keep + momentum * mean; rv = rv * keep + momentum * (var * factor).
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-
 template<class T>
 __device__ void bn_running(T* rm, T* rv, const T* mean, const T* var, long long C, T keep,
                            T momentum, T factor) {
   for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < C;
-       c += (long long)gridDim.x * blockDim.x) {
-    T r = mul_rn(rm[c], keep);
-    rm[c] = r + momentum * mean[c];
-    T u = mul_rn(var[c], factor);
-    T s = mul_rn(rv[c], keep);
-    rv[c] = s + momentum * u;
-  }
+       c += (long long)gridDim.x * blockDim.x)
+    bn_running_one(rm, rv, mean[c], var[c], c, keep, momentum, factor);
 }
 
 #define NORM_KERNELS(S, T, A) \
@@ -359,13 +372,17 @@ extern "C" __global__ void bn_stats_##S(const T* x, A* part, long long C, long l
   bn_stats<T, A>(x, part, C, hw, M, chunk, P, P * 3); } \
 extern "C" __global__ void bn_apply_##S(const T* x, T* y, const A* part, long long P, \
     const T* mi, const T* vi, const T* w, const T* b, T* mo, T* vo, long long C, \
-    long long hw, long long M, long long chunk, long long Pa, A eps) { \
-  bn_apply<T, A>(x, y, part, P, P * 3, mi, vi, w, b, mo, vo, C, hw, M, chunk, Pa, eps); } \
+    long long hw, long long M, long long chunk, long long Pa, A eps, T* rm, T* rv, \
+    T keep, T momentum, T factor) { \
+  bn_apply<T, A>(x, y, part, P, P * 3, mi, vi, w, b, mo, vo, C, hw, M, chunk, Pa, eps, \
+                 rm, rv, keep, momentum, factor); } \
 extern "C" __global__ void bn_one_##S(const T* x, T* y, const T* w, const T* b, \
-    T* mo, T* vo, long long C, long long hw, long long M, A eps) { \
+    T* mo, T* vo, long long C, long long hw, long long M, A eps, T* rm, T* rv, T keep, \
+    T momentum, T factor) { \
   __shared__ A part[3]; /* the block's one partial, kept by its thread 0 */ \
   bn_stats<T, A>(x, part, C, hw, M, M, 1, 0); \
-  bn_apply<T, A>(x, y, part, 1, 0, nullptr, nullptr, w, b, mo, vo, C, hw, M, M, 1, eps); } \
+  bn_apply<T, A>(x, y, part, 1, 0, nullptr, nullptr, w, b, mo, vo, C, hw, M, M, 1, eps, \
+                 rm, rv, keep, momentum, factor); } \
 extern "C" __global__ void bn_bw_one_##S(const T* g, const T* x, const T* mean, \
     const T* var, const T* w, T* gi, T* gw, T* gb, long long C, long long hw, \
     long long M, A eps, int training) { \
@@ -457,9 +474,11 @@ def _acc(t: Tensor) -> D.dtype:
 
 
 def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
-               eps: float) -> tuple[Tensor, Tensor, Tensor]:
+               eps: float, momentum: float | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """(output, mean, biased variance) of a non-empty (N, C, *) input; ``mean``/``var``
-    are the statistics to use in evaluation (returned as given)."""
+    are the statistics to use in evaluation (returned as given). In training they are
+    the running statistics, or None: given with a ``momentum``, the launch that writes
+    the batch's statistics also updates them in place, as ``update_running`` would."""
     x, weight, bias = _plain(input), _plain(weight), _plain(bias)
     c, dev, dt = x._shape[1], x._storage.device, x.dtype
     m = x.numel() // c
@@ -467,11 +486,15 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
     p, chunk = _chunks(c, m)
     y = Tensor._empty(x._shape, dt, dev)
     if training:
+        if momentum is not None and mean is not None and var is not None:  # running update
+            running = (_ptr(mean), _ptr(var), 1 - momentum, momentum, m / (m - 1))
+        else:
+            running = (0, 0, 0.0, 0.0, 0.0)
         mean, var = Tensor._empty((c,), dt, dev), Tensor._empty((c,), dt, dev)
         if p == 1:  # one chunk a channel: statistics and normalisation in one launch
-            _launch("bn_one", x, (c, 1, 1), (_BLOCK, 1, 1), "PPPPPPqqqF",
+            _launch("bn_one", x, (c, 1, 1), (_BLOCK, 1, 1), "PPPPPPqqqFPPFFF",
                     _ptr(x), _ptr(y), _ptr(weight), _ptr(bias), _ptr(mean), _ptr(var),
-                    c, hw, m, eps)
+                    c, hw, m, eps, *running)
             return y, mean, var
         part = Tensor._empty((c * p * 3,), _acc(x), dev)
         _launch("bn_stats", x, (c * p, 1, 1), (_BLOCK, 1, 1), "PPqqqqq",
@@ -479,10 +502,11 @@ def batch_norm(input: Tensor, weight, bias, mean, var, training: bool,
         mi = vi = None
     else:
         part, mi, vi = None, _plain(mean), _plain(var)
-    _launch("bn_apply", x, (c * p, 1, 1), (_BLOCK, 1, 1), "PPPqPPPPPPqqqqqF",
+        running = (0, 0, 0.0, 0.0, 0.0)
+    _launch("bn_apply", x, (c * p, 1, 1), (_BLOCK, 1, 1), "PPPqPPPPPPqqqqqFPPFFF",
             _ptr(x), _ptr(y), _ptr(part), p, _ptr(mi), _ptr(vi), _ptr(weight), _ptr(bias),
             _ptr(mean if training else None), _ptr(var if training else None),
-            c, hw, m, chunk, p, eps)
+            c, hw, m, chunk, p, eps, *running)
     return y, mean, var
 
 

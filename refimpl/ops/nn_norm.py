@@ -20,7 +20,12 @@ from refimpl.ops._pointwise_cuda import run_cuda
 from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
 from refimpl.ops.nn_layer_norm_kernel import use_fused as use_fused_ln
 from refimpl.ops.nn_loss import _not_differentiable
-from refimpl.ops.nn_norm_kernel import batch_norm_fused, use_fused
+from refimpl.ops.nn_norm_kernel import (
+    batch_norm_fused,
+    update_running_np,
+    update_running_ops,
+    use_fused,
+)
 from refimpl.ops.reduction_stats import var_mean
 from refimpl.optim._cpu_update import plain as cpu_plain
 
@@ -109,6 +114,10 @@ def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: 
                       momentum: float, eps: float) -> Tensor:
     """``batch_norm`` through the one-op kernel (``nn_norm_kernel``)."""
     if training:
+        if _op_takes_running(input, running_mean, running_var):
+            # the op updates them in place and saves them, as torch's native_batch_norm
+            return batch_norm_fused(input, weight, bias, running_mean, running_var, True,
+                                    eps, momentum)[0]
         out, mean, var = batch_norm_fused(input, weight, bias, None, None, True, eps)
         if running_mean is not None or running_var is not None:
             _update_running(running_mean, running_var, mean, var, momentum,
@@ -119,36 +128,34 @@ def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: 
                             False, eps)[0]
 
 
+def _op_takes_running(input, running_mean, running_var) -> bool:
+    """Whether the fused op can update the running statistics itself: both given, plain
+    contiguous tensors of the input's dtype and device, not requiring grad, and not
+    inference tensors (any other case keeps the update below, after the op)."""
+    if running_mean is None or running_var is None or type(input) is not Tensor:
+        return False
+    dev, dt = input._storage.device, input.dtype
+    for t in (running_mean, running_var):
+        if (type(t) is not Tensor or t.dtype is not dt or t._storage.device != dev
+                or t._rg or t._gfn is not None or t._is_inference
+                or t._conj_bit or t._neg_bit or not t.is_contiguous()):
+            return False
+    return True
+
+
 def _update_running(running_mean, running_var, mean, var, momentum, n: int) -> None:
     if running_mean is not None and running_var is not None:
         # the one-pass updates (numpy in place, one CUDA launch) record nothing
         kind = running_mean._storage.device.type
         if kind == "cpu":
             if cpu_plain(running_mean, running_var, mean, var, inside_op=True):
-                _update_running_np(running_mean, running_var, mean, var, momentum, n)
+                update_running_np(running_mean._np, running_var._np, mean._np, var._np,
+                                  momentum, n)
                 return
         elif kind == "cuda" and _norm_kernels.update_running(
                 running_mean, running_var, mean, var, momentum, n):
             return
-    with _no_grad():  # the ops below would record a graph in grad mode
-        if running_mean is not None:
-            running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
-                                                 alpha=momentum)
-        if running_var is not None:
-            unbiased = var.detach() * (n / (n - 1) if n > 1 else float("inf"))
-            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
-
-
-def _update_running_np(running_mean, running_var, mean, var, momentum, n: int) -> None:
-    """``_update_running``'s arithmetic in place on the CPU tensors' numpy views (the
-    ops' order and dtype). No version counter moves: torch's batch norm kernels update
-    the running statistics without bumping them (its schema marks them as not written)."""
-    rm, rv = running_mean._np, running_var._np
-    rm *= 1 - momentum
-    rm += momentum * mean._np
-    unbiased = var._np * (n / (n - 1) if n > 1 else float("inf"))
-    rv *= 1 - momentum
-    rv += momentum * unbiased
+    update_running_ops(running_mean, running_var, mean, var, momentum, n)
 
 
 _DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the ops)

@@ -2,13 +2,18 @@
 ``NativeBatchNormBackward0`` as torch's) and its one-call backward
 ``_batch_norm_fused_backward``, used by ``nn_norm.batch_norm`` for float32/float64 inputs.
 
-The op returns the normalised output, the mean and the biased variance it used (the
-batch's when training, else the running statistics given); only the output is
-differentiable. CPU: numpy, two passes over the input for the statistics and one for the
+The op is ``(input, weight, bias, mean, var, training, eps, momentum=None)`` and returns
+the normalised output, the mean and the biased variance it used (the batch's when
+training, else the running statistics given); only the output is differentiable. In
+training, ``mean``/``var`` are the running statistics, or None: given with a
+``momentum``, the op updates them in place (the variance unbiased, no version bump) and
+saves them for backward, as torch's ``native_batch_norm`` does, so that modifying them in
+place before backward raises torch's error. CPU: numpy, two passes over the input for the statistics and one for the
 output; the backward forms the input, weight and bias gradients from two per-channel sums.
 Per-channel sums are BLAS products over the input seen as (N, C, L) (``channel_sums``).
-CUDA: float32/float64 run the NVRTC kernels of ``refimpl.cuda._norm_kernels`` (two launches
-in training, one in evaluation; the backward two); other dtypes and empty inputs (which
+CUDA: float32/float64 run the NVRTC kernels of ``refimpl.cuda._norm_kernels`` (one or two
+launches, the running statistics updated by the one that writes the batch's statistics;
+the backward one or two); other dtypes and empty inputs (which
 ``use_fused`` never sends here from ``batch_norm``) compose refimpl's CUDA ops under
 no_grad; no CPU fallback. Double backward runs the formulas in differentiable refimpl ops.
 """
@@ -37,7 +42,7 @@ def _bshape(x) -> list:
     return shape
 
 
-def _meta(input, weight, bias, mean, var, training, eps):
+def _meta(input, weight, bias, mean, var, training, eps, momentum=None):
     c = (input.shape[1],)
     return (TensorSpec(tuple(input.shape), input.dtype, input.device),
             TensorSpec(c, input.dtype, input.device), TensorSpec(c, input.dtype, input.device))
@@ -55,7 +60,7 @@ def _channel_dots(a3: np.ndarray, b3: np.ndarray) -> np.ndarray:
     return np.matmul(a3.reshape(n * c, 1, size), b3.reshape(n * c, size, 1)).reshape(n, c).sum(0)
 
 
-def _cpu(input, weight, bias, mean, var, training, eps):
+def _cpu(input, weight, bias, mean, var, training, eps, momentum=None):
     xa = input._np
     x3 = _channels(xa)
     dt = xa.dtype
@@ -64,6 +69,8 @@ def _cpu(input, weight, bias, mean, var, training, eps):
         m = channel_sums(x3) / dt.type(count)
         xc = np.subtract(x3, m[:, None])
         v = _channel_dots(xc, xc) / dt.type(count)
+        if momentum is not None and mean is not None and var is not None:
+            update_running_np(mean._np, var._np, m, v, momentum, count)
     else:
         m, v = mean._np, var._np
         xc = np.subtract(x3, m[:, None])
@@ -74,6 +81,32 @@ def _cpu(input, weight, bias, mean, var, training, eps):
     if bias is not None:
         out += bias._np[:, None]
     return out.reshape(xa.shape), np.asarray(m, dt), np.asarray(v, dt)
+
+
+def update_running_np(rm: np.ndarray, rv: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                      momentum: float, n: int) -> None:
+    """The running statistics' update in place on numpy arrays, in the ops' order and
+    dtype (``running_mean.mul_(1 - momentum).add_(mean, alpha=momentum)``, the variance
+    unbiased). No version counter moves: torch's batch norm kernels update the running
+    statistics without bumping them."""
+    rm *= 1 - momentum
+    rm += momentum * mean
+    unbiased = var * (n / (n - 1) if n > 1 else float("inf"))
+    rv *= 1 - momentum
+    rv += momentum * unbiased
+
+
+def update_running_ops(running_mean, running_var, mean, var, momentum: float, n: int) -> None:
+    """The same update in refimpl ops (any device or dtype, under no_grad)."""
+    from refimpl.autograd.grad_mode import no_grad
+
+    with no_grad():  # the ops below would record a graph in grad mode
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype),
+                                                 alpha=momentum)
+        if running_var is not None:
+            unbiased = var.detach() * (n / (n - 1) if n > 1 else float("inf"))
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
 
 
 def _ops(input, weight, bias, mean, var, training, eps):
@@ -91,18 +124,21 @@ def _ops(input, weight, bias, mean, var, training, eps):
     return out, mean, var
 
 
-def _cuda(input, weight, bias, mean, var, training, eps):
+def _cuda(input, weight, bias, mean, var, training, eps, momentum=None):
     if input.numel() and _CUDA.takes(input, weight, bias, mean, var):
-        return _CUDA.batch_norm(input, weight, bias, mean, var, training, eps)
+        return _CUDA.batch_norm(input, weight, bias, mean, var, training, eps, momentum)
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():  # other dtypes and empty inputs: the composed ops
-        out, m, v = _ops(input, weight, bias, mean, var, training, eps)
+        out, m, v = _ops(input, weight, bias, None if training else mean,
+                         None if training else var, training, eps)
+    if training and momentum is not None and mean is not None and var is not None:
+        update_running_ops(mean, var, m, v, momentum, input.numel() // input.shape[1])
     return out.contiguous(), m.contiguous(), v.contiguous()
 
 
 def _backward(ctx, grad, *_):
-    input, weight, bias, mean, var, training, eps = ctx.args
+    input, weight, bias, mean, var, training, eps = ctx.args[:7]
     needs = ctx.needs_input_grad
     mask = (bool(needs[0]), weight is not None and bool(needs[1]),
             bias is not None and bool(needs[2]))

@@ -285,15 +285,53 @@ def test_running_statistics_update_rounds_as_the_ops(dtype):
     np.testing.assert_allclose(arr(rv), arr(rv2), rtol=ulp, atol=0)
 
 
-def test_module_training_updates_running_statistics_in_one_launch(monkeypatch):
-    # BatchNorm2d in training, grad mode on outside: the running statistics take the
-    # one-launch update, not the mul_/add_ ops it stands for
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 6, 5, 5), (16, 4, 64, 64)])  # bn_one; bn_apply
+def test_training_updates_running_statistics_in_the_forward_launch(monkeypatch, dtype,
+                                                                    shape):
+    # given the running statistics and a momentum, the launch that writes the batch's
+    # statistics updates them: bit for bit the separate update_running launch, no launch
+    # of its own, no version bump
     from refimpl.cuda import _norm_kernels as K
 
-    taken = []
-    real = K.update_running
-    monkeypatch.setattr(K, "update_running", lambda *a: taken.append(real(*a)) or taken[-1])
+    x = ours(rn(*shape), dtype)
+    w, b = ours(rn(shape[1], seed=1), dtype), ours(rn(shape[1], seed=2), dtype)
+    rm, rv = ours(rn(shape[1], seed=3), dtype), ours(np.abs(rn(shape[1], seed=4)), dtype)
+    rm2, rv2 = rm.clone(), rv.clone()
+    v0 = rm._version
+    seen = []
+    launch = K._launch
+    monkeypatch.setattr(K, "_launch", lambda name, *a: seen.append(name) or launch(name, *a))
+    out, mean, var = BK.batch_norm_fused(x, w, b, rm, rv, True, 1e-5, 0.1)
+    assert "bn_running" not in seen and seen[-1] in ("bn_one", "bn_apply")
+    assert rm._version == v0 and rv._version == v0
+    with t.no_grad():
+        assert K.update_running(rm2, rv2, mean, var, 0.1, x.numel() // shape[1])
+    np.testing.assert_array_equal(arr(rm), arr(rm2))
+    np.testing.assert_array_equal(arr(rv), arr(rv2))
+    # the CPU op from the same running statistics
+    cpu_rm, cpu_rv = ours(rn(shape[1], seed=3), dtype, "cpu"), ours(
+        np.abs(rn(shape[1], seed=4)), dtype, "cpu")
+    cpu = BK.batch_norm_fused(x.cpu(), w.cpu(), b.cpu(), cpu_rm, cpu_rv, True, 1e-5, 0.1)
+    close(out, cpu[0], dtype, "output")
+    close(rm, cpu_rm, dtype, "running mean against the CPU op")
+    close(rv, cpu_rv, dtype, "running variance against the CPU op")
+
+
+def test_module_training_updates_running_statistics_in_its_forward_launch(monkeypatch):
+    # BatchNorm2d in training, grad mode on outside: the running statistics are updated
+    # by the op's own launch, not by a launch of their own nor the mul_/add_ ops
+    from refimpl.cuda import _norm_kernels as K
+
+    seen = []
+    launch = K._launch
+    monkeypatch.setattr(K, "_launch", lambda name, *a: seen.append(name) or launch(name, *a))
     bn = t.nn.BatchNorm2d(6).cuda()
-    x = t.tensor(rn(4, 6, 5, 5).astype(np.float32), device="cuda", requires_grad=True)
+    tbn = torch.nn.BatchNorm2d(6).cuda()
+    data = rn(4, 6, 5, 5).astype(np.float32)
+    x = t.tensor(data, device="cuda", requires_grad=True)
     bn(x).sum().backward()
-    assert taken == [True]
+    tbn(torch.tensor(data, device="cuda")).sum()
+    assert seen == ["bn_one", "bn_bw_one"]
+    close(bn.running_mean, tbn.running_mean, "float32", "running mean against torch")
+    close(bn.running_var, tbn.running_var, "float32", "running variance against torch")
