@@ -224,6 +224,9 @@ class GraphTask:
         pop = heapq.heappop
         # every node runs when no grad() inputs select some: no _evaluate step then
         evaluate = self._evaluate if needed is not None else self._call
+        # ``here``: no user code runs in this turn (a node that would is handed on), so a
+        # stream found current stays current: the check runs once per stream, not per node
+        known_current = None
         while True:
             if state.pending is not None:
                 node, inputs, where = state.pending
@@ -257,8 +260,10 @@ class GraphTask:
                 outputs = evaluate(node, inputs)
             else:
                 # hooks, captures and the node itself run on the forward's stream
-                current = _streams.is_current(stream)
+                current = stream is known_current or _streams.is_current(stream)
                 if current:
+                    if here:
+                        known_current = stream
                     outputs = evaluate(node, inputs)
                 else:
                     with _streams.on_stream(stream):

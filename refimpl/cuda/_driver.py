@@ -661,6 +661,15 @@ def param_layout(fmt: str) -> ParamLayout:
     return layout
 
 
+_LAUNCH = None  # cuda.bindings.driver.cuLaunchKernel, bound on the first launch
+
+
+def _launch_kernel():
+    global _LAUNCH
+    _LAUNCH = _load("driver").cuLaunchKernel
+    return _LAUNCH
+
+
 def launch_packed(ordinal: int, function: int, grid: tuple[int, int, int],
                   block: tuple[int, int, int], fmt: str, values, stream: int,
                   shared_mem: int = 0, name: str = "kernel") -> None:
@@ -677,9 +686,9 @@ def launch_packed(ordinal: int, function: int, grid: tuple[int, int, int],
     observer = LAUNCH_OBSERVER
     if observer is not None:
         observer(ordinal, function, stream, True)
-    code = int(_load("driver").cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
-                                              block[1], block[2], shared_mem, stream,
-                                              params, 0)[0])
+    code = int((_LAUNCH or _launch_kernel())(function, grid[0], grid[1], grid[2], block[0],
+                                             block[1], block[2], shared_mem, stream,
+                                             params, 0)[0])
     if observer is not None:
         observer(ordinal, function, stream, False)
     if code != CUDA_SUCCESS:
@@ -699,8 +708,8 @@ def launch_1d(ordinal: int, function: int, grid: int, block: int, params: int,
     if observer is not None:
         observer(ordinal, function, stream, True)
     # raw integer handles (measured cheaper than libcuda's symbol called through ctypes)
-    code = int(_load("driver").cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
-                                              params, 0)[0])
+    code = int((_LAUNCH or _launch_kernel())(function, grid, 1, 1, block, 1, 1, 0, stream,
+                                             params, 0)[0])
     if observer is not None:
         observer(ordinal, function, stream, False)
     if code != CUDA_SUCCESS:
