@@ -131,8 +131,6 @@ __device__ void bn_stats(const T* x, A* part, long long C, long long hw, long lo
   }
 }
 
-// y = (x - mean) * (invstd * w) + b over chunk p of channel c; the statistics merged
-// from the P Welford partials (written out by the chunk-0 block) or read from mean/var.
 // The running statistics' update of channel c in place, rounded as the ops mul_ then
 // add_ (alpha) round it: rm = rm * keep + momentum * mean; rv = rv * keep + momentum *
 // (var * factor). ``bn_running`` runs it over every channel (a launch of its own); the
@@ -150,6 +148,9 @@ __device__ __forceinline__ void bn_running_one(T* rm, T* rv, T mean, T var, long
   rv[c] = s + momentum * u;
 }
 
+// y = (x - mean) * (invstd * w) + b over chunk p of channel c; the statistics merged
+// from the P Welford partials (written out, and the running statistics updated when rm
+// is given, by the chunk-0 block) or read from mean/var.
 template<class T, class A>
 __device__ void bn_apply(const T* x, T* y, const A* part, long long P, long long cs,
                          const T* mean_in,

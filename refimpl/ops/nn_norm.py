@@ -32,12 +32,6 @@ from refimpl.optim._cpu_update import plain as cpu_plain
 _REDUCED = (D.float16, D.bfloat16)
 
 
-def _no_grad():
-    from refimpl.autograd.grad_mode import no_grad
-
-    return no_grad()
-
-
 def _upcast(x: Tensor) -> Tensor:
     return x.float() if x.dtype in _REDUCED else x
 

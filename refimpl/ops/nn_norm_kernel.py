@@ -8,8 +8,10 @@ training, else the running statistics given); only the output is differentiable.
 training, ``mean``/``var`` are the running statistics, or None: given with a
 ``momentum``, the op updates them in place (the variance unbiased, no version bump) and
 saves them for backward, as torch's ``native_batch_norm`` does, so that modifying them in
-place before backward raises torch's error. CPU: numpy, two passes over the input for the statistics and one for the
-output; the backward forms the input, weight and bias gradients from two per-channel sums.
+place before backward raises torch's error.
+
+CPU: numpy, two passes over the input for the statistics and one for the output; the
+backward forms the input, weight and bias gradients from two per-channel sums.
 Per-channel sums are BLAS products over the input seen as (N, C, L) (``channel_sums``).
 CUDA: float32/float64 run the NVRTC kernels of ``refimpl.cuda._norm_kernels`` (one or two
 launches, the running statistics updated by the one that writes the batch's statistics;
@@ -130,8 +132,7 @@ def _cuda(input, weight, bias, mean, var, training, eps, momentum=None):
     from refimpl.autograd.grad_mode import no_grad
 
     with no_grad():  # other dtypes and empty inputs: the composed ops
-        out, m, v = _ops(input, weight, bias, None if training else mean,
-                         None if training else var, training, eps)
+        out, m, v = _ops(input, weight, bias, mean, var, training, eps)
     if training and momentum is not None and mean is not None and var is not None:
         update_running_ops(mean, var, m, v, momentum, input.numel() // input.shape[1])
     return out.contiguous(), m.contiguous(), v.contiguous()
