@@ -222,7 +222,8 @@ class GraphTask:
         multithreading = self.multithreading
         push = heapq.heappush
         pop = heapq.heappop
-        # every node runs when no grad() inputs select some: no _evaluate step then
+        # every node runs when no grad() inputs select some: no _evaluate step then, and
+        # outside anomaly mode (read per node, as a hook may turn it on) no _call either
         evaluate = self._evaluate if needed is not None else self._call
         # ``here``: no user code runs in this turn (a node that would is handed on), so a
         # stream found current stays current: the check runs once per stream, not per node
@@ -254,20 +255,21 @@ class GraphTask:
             elif here and (node._runs_user_code() or not _plain(inputs)):
                 state.pending = (node, inputs, where)
                 return device
+            run = evaluate if needed is not None or _flags.anomaly_enabled else call_function
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
                 current = True
-                outputs = evaluate(node, inputs)
+                outputs = run(node, inputs)
             else:
                 # hooks, captures and the node itself run on the forward's stream
                 current = stream is known_current or _streams.is_current(stream)
                 if current:
                     if here:
                         known_current = stream
-                    outputs = evaluate(node, inputs)
+                    outputs = run(node, inputs)
                 else:
                     with _streams.on_stream(stream):
-                        outputs = evaluate(node, inputs)
+                        outputs = run(node, inputs)
                 if not node._next or captures.get(node):
                     state.leaf_streams.add(stream)
             if outputs is None:  # only captured (grad() inputs), not run
@@ -470,6 +472,10 @@ def _dense_strides(t):
 
 
 def _obeys_layout(grad, variable) -> bool:
+    if _DISPATCH is None:
+        _bind()
+    if grad._stride == variable._stride and variable._stride == _STRIDES.get(variable._shape):
+        return True  # the usual case: both laid out as a fresh contiguous tensor
     strides = _dense_strides(variable)
     if strides is not None:
         return all(n == 1 or a == b for a, b, n in zip(grad._stride, strides, grad._shape))
@@ -514,11 +520,13 @@ def _plain_unwatched(grad) -> bool:
 
 _DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the autograd layer)
 _PLAIN: frozenset = frozenset()
+_STRIDES: dict = {}  # refimpl._tensor's cache of contiguous strides, bound with _DISPATCH
 
 
 def _bind() -> None:
-    global _DISPATCH, _PLAIN
+    global _DISPATCH, _PLAIN, _STRIDES
     from refimpl import _dispatch as _DISPATCH
+    from refimpl._tensor import _STRIDES
     from refimpl._tensor import PLAIN as _PLAIN
 
 

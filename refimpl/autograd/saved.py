@@ -96,7 +96,10 @@ class SavedVariable(SavedTensor):
         # where the original's gradient flows, to give an unpacked copy the same identity
         self._node_fn = None
         if rg and not is_output:
-            self._node_fn = (_GRADIENT_EDGE or _bind()[0])(tensor)
+            fn = tensor._gfn if tensor._view_meta is None else None
+            # gradient_edge(tensor), written out for a non-view with a graph node
+            self._node_fn = ((fn, tensor._output_nr) if fn is not None
+                             else (_GRADIENT_EDGE or _bind()[0])(tensor))
         if hooks is None:
             stack = (_HOOKS or _bind()[1]).stack
             if stack:
@@ -155,6 +158,13 @@ class SavedVariable(SavedTensor):
 
     def unpack(self, node=None):
         """The saved tensor, after checking it was not modified in place since saved."""
+        data = self._data
+        if (data is not None and not self._is_output and self._counter.version == self._version
+                and not FW.active
+                and (not self._requires_grad or data._rg or data._gfn is not None)):
+            # the common case, decided without the calls below: a saved input (not freed,
+            # not packed by hooks) at its saved version, its history intact
+            return data
         data = self._unpack_values(node)
         if FW.active and data is not None and data._fw_grads is None:
             # the saved alias of an output holds the output's tangent (forward_ad attaches

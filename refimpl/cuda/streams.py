@@ -179,7 +179,9 @@ class Stream:
                 and other.device_index == self.device_index)
 
     def __hash__(self) -> int:
-        return hash((self.cuda_stream, self.device))
+        # the fields __eq__ compares (the engine keeps the streams of leaf gradients in
+        # a set, so this runs per leaf node)
+        return hash((self.cuda_stream, self.device_index))
 
     def __repr__(self) -> str:
         return f"<torch.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"

@@ -100,25 +100,27 @@ class Adam(Optimizer):
             beta1, beta2 = group["betas"]
             eps, weight_decay = group["eps"], group["weight_decay"]
             queued = _cuda_update.Updates()
+            # the kernels may stand for the ops when nothing watches them (checked once:
+            # no user code runs in this loop) and the step need not be differentiable
+            direct = not group.get("differentiable") and _cpu_update.unwatched()
             for p in params_with_grad(group):
-                if group["fused"]:
-                    device_dtype_check_for_fused(p)
                 state = self._state_of(p, group)
-                if not group.get("differentiable") and state["step"].device.type == "cpu" and \
-                        _cpu_update.plain(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
-                                          state.get("max_exp_avg_sq")):
-                    _cpu_update.adam(p, p.grad, state, lr, beta1, beta2, eps, weight_decay,
-                                     group["decoupled_weight_decay"], group["amsgrad"],
-                                     group["maximize"])
-                    continue
-                if not group.get("differentiable") and state["step"].device.type == "cpu" and \
-                        (not group["amsgrad"] or "max_exp_avg_sq" in state) and \
-                        _cuda_update.plain(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
-                                           state.get("max_exp_avg_sq") if group["amsgrad"]
-                                           else None):
-                    queued.adam(p, p.grad, state, lr, beta1, beta2, weight_decay,
-                                group["decoupled_weight_decay"], group["amsgrad"])
-                    continue
+                if direct and state["step"]._storage.device.type == "cpu":
+                    g = p._grad
+                    if p._storage.device.type == "cpu":
+                        if _cpu_update.plain(p, g, state["exp_avg"], state["exp_avg_sq"],
+                                             state.get("max_exp_avg_sq"), inside_op=True):
+                            _cpu_update.adam(p, g, state, lr, beta1, beta2, eps, weight_decay,
+                                             group["decoupled_weight_decay"], group["amsgrad"],
+                                             group["maximize"])
+                            continue
+                    elif (not group["amsgrad"] or "max_exp_avg_sq" in state) and \
+                            _cuda_update.plain(p, g, state["exp_avg"], state["exp_avg_sq"],
+                                               state.get("max_exp_avg_sq") if group["amsgrad"]
+                                               else None, inside_op=True):
+                        queued.adam(p, g, state, lr, beta1, beta2, weight_decay,
+                                    group["decoupled_weight_decay"], group["amsgrad"])
+                        continue
                 grad = grad_of(p, group["maximize"])
                 step_t = state["step"]
                 step_t += 1

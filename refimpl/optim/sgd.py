@@ -62,20 +62,21 @@ class SGD(Optimizer):
             momentum, dampening = group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
             queued = _cuda_update.Updates()
+            # the kernels may stand for the ops when nothing watches them (checked once:
+            # no user code runs in this loop) and the step need not be differentiable
+            direct = not group.get("differentiable") and _cpu_update.unwatched()
             for p in params_with_grad(group):
-                if group["fused"] and getattr(self, "_need_device_dtype_check_for_fused", True):
-                    device_dtype_check_for_fused(p)
-                    self._need_device_dtype_check_for_fused = False
                 buf = self.state[p].get("momentum_buffer") if momentum != 0 else None
-                if not group.get("differentiable") and (momentum == 0 or buf is not None) and \
-                        _cpu_update.plain(p, p.grad, buf):
-                    _cpu_update.sgd(p, p.grad, buf, lr, momentum, dampening, weight_decay,
-                                    nesterov, group["maximize"])
-                    continue
-                if not group.get("differentiable") and (momentum == 0 or buf is not None) and \
-                        _cuda_update.plain(p, p.grad, buf):
-                    queued.sgd(p, p.grad, buf, momentum)
-                    continue
+                if direct and (momentum == 0 or buf is not None):
+                    g = p._grad
+                    if p._storage.device.type == "cpu":
+                        if _cpu_update.plain(p, g, buf, inside_op=True):
+                            _cpu_update.sgd(p, g, buf, lr, momentum, dampening, weight_decay,
+                                            nesterov, group["maximize"])
+                            continue
+                    elif _cuda_update.plain(p, g, buf, inside_op=True):
+                        queued.sgd(p, g, buf, momentum)
+                        continue
                 grad = grad_of(p, group["maximize"])
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
