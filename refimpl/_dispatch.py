@@ -176,6 +176,30 @@ def common_device(op: OpDef, tensors: list) -> device:
     return dev if dev is not None else CPU
 
 
+def _shared_device(args: tuple) -> device | None:
+    """The device of the tensor arguments when they are plain tensors on one device
+    object (the usual call, decided without building a list); None: common_device
+    decides (other tensor types, tensors in lists, several devices, no tensor)."""
+    dev = None
+    for a in args:
+        ta = type(a)
+        if ta in PLAIN:
+            d = a._storage.device
+            if dev is None:
+                dev = d
+            elif d is not dev:
+                return None
+        elif ta is int or ta is float or a is None:
+            continue
+        elif ta is list or ta is tuple:
+            for x in a:  # sizes, strides, dims
+                if type(x) is not int:
+                    return None
+        elif isinstance(a, Tensor):
+            return None
+    return dev
+
+
 def _first_zero_dim_cpu(tensors: list, dev: device) -> bool:
     return all(t.dim() == 0 for t in tensors if t._storage.device == dev)
 
@@ -204,7 +228,9 @@ def kernel_layer(op: OpDef, args: tuple, kwargs: dict):
                 and args[0]._storage.device is args[1]._storage.device)):
         dev = args[0]._storage.device  # the common binary case, decided without a scan
     else:
-        dev = common_device(op, tensors_in(args, kwargs))
+        dev = None if kwargs else _shared_device(args)
+        if dev is None:
+            dev = common_device(op, tensors_in(args, kwargs))
     dtype_ = dev.type
     if dtype_ == "cpu":
         if op.cpu is None:

@@ -125,6 +125,7 @@ class _Buffer:
     def __init__(self, a: np.ndarray) -> None:
         self.a = np.ascontiguousarray(a)
         self.shape = self._shape = self.a.shape
+        self._stride = tuple(st // self.a.itemsize for st in self.a.strides)
         self.dtype = D.float32 if self.a.dtype == np.float32 else D.float64
         self.device = SimpleNamespace(type="cuda", index=0)
         self._storage = SimpleNamespace(_data=SimpleNamespace(ptr=self.a.ctypes.data),

@@ -152,8 +152,11 @@ class OpNode(GraphNode):
         if not isinstance(res, (tuple, list)):
             res = (res,)
         layout = self._layout
-        if len(res) == len(layout) == n_edges and all(c is _ONE for c in layout):
-            return list(res)
+        if type(layout) is int:  # the first ``layout`` results are the gradients
+            if len(res) == layout:
+                return list(res)
+            out = list(res[:layout])
+            return out + [None] * (layout - len(out))
         return self._flatten(res, n_edges)
 
     def _unpack_args(self) -> tuple:
@@ -402,6 +405,24 @@ def _has_tensor(seq) -> bool:
 
 _ONE = (False, 1)
 _NONE = (False, 0)
+# layout -> its compact form (see _compact); a node keeps the compact form in _layout
+_COMPACT: dict = {}
+
+
+def _compact(layout: tuple):
+    """``k`` when ``layout`` is ``k`` single tensors followed only by arguments without a
+    gradient (the usual signature: the formula's first ``k`` results are the gradients),
+    else ``layout`` itself, for ``OpNode._flatten``."""
+    compact = _COMPACT.get(layout)
+    if compact is None:
+        k = 0
+        while k < len(layout) and layout[k] == _ONE:
+            k += 1
+        compact = k if all(entry == _NONE for entry in layout[k:]) else layout
+        if len(_COMPACT) < 4096:
+            _COMPACT[layout] = compact
+    return compact
+
 _TWO = (_ONE, _ONE)
 _ONE_NONE = (_ONE, _NONE)
 _INT_TAILS: dict = {}  # argument count -> (layout, needs of the ints) of tensor-then-ints
@@ -527,7 +548,7 @@ def record(op, args, kwargs):
         in_meta = tuple(metas)
     diff = op.diff_outputs
     node = _new_node(op, edges, in_meta, info[3])
-    node._layout = layout
+    node._layout = _compact(layout)
     node._needs = needs
     node._kwargs = kwargs
     _save_args(node, op, args, needs, None, info)
@@ -612,7 +633,7 @@ def _record_inplace(op, args, kwargs):
         self_clone = clone(self)
     out = below_autograd(op, args, kwargs)
     node = _new_node(op, edges, ((self._shape, self.dtype, self.device),))
-    node._layout = layout
+    node._layout = _compact(layout)
     node._needs = needs
     node._kwargs = kwargs
     _save_args(node, op, args, needs, self_clone)

@@ -78,11 +78,9 @@ def root_stream(grads: list):
     for g in grads:
         dev = getattr(g, "device", None)
         if dev is not None and dev.type == "cuda":
-            from refimpl.cuda import _lazy
-
-            if not _lazy.is_initialized():  # fake CUDA gradients: no stream
-                return None
-            return _streams().current_stream(dev.index)
+            # as a node's stream (the shared default Stream when no other is current);
+            # fake CUDA gradients, with CUDA not initialised, have none
+            return node_stream(((None, None, dev),))
     return None
 
 

@@ -223,8 +223,10 @@ class GraphTask:
         push = heapq.heappush
         pop = heapq.heappop
         # every node runs when no grad() inputs select some: no _evaluate step then, and
-        # outside anomaly mode (read per node, as a hook may turn it on) no _call either
+        # outside anomaly mode (read per node, as a hook may turn it on) no _call either,
+        # unless the profiler wraps _call (refimpl.profiler._engine)
         evaluate = self._evaluate if needed is not None else self._call
+        direct = needed is None and GraphTask._call is _OWN_CALL
         # ``here``: no user code runs in this turn (a node that would is handed on), so a
         # stream found current stays current: the check runs once per stream, not per node
         known_current = None
@@ -255,7 +257,7 @@ class GraphTask:
             elif here and (node._runs_user_code() or not _plain(inputs)):
                 state.pending = (node, inputs, where)
                 return device
-            run = evaluate if needed is not None or _flags.anomaly_enabled else call_function
+            run = call_function if direct and not _flags.anomaly_enabled else evaluate
             stream = node._stream  # None unless the node's forward ran on a CUDA device
             if stream is None:
                 current = True
@@ -350,6 +352,9 @@ class GraphTask:
                 self.errored = True
                 anomaly_mode.print_stack(node)
             raise
+
+
+_OWN_CALL = GraphTask._call  # the node call the drain may skip (see _drain)
 
 
 def _accumulate_on_stream(buf: list, nr: int, grad, producer, consumer) -> None:

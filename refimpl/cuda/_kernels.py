@@ -263,8 +263,11 @@ def fill(dst: int, dtype: Any, shape: list[int], strides: list[int], value: Any,
         return
     idx, stream = _resolve(device, stream)
     dst += offset * itemsize
-    cshape, (cstrides,) = _coalesce(list(shape), list(strides))
     raw = _value_bytes(name, value)
+    if n == 1:  # one element (a 0-d tensor, backward's implicit gradient): contiguous
+        cshape, cstrides = [1], [1]
+    else:
+        cshape, (cstrides,) = _coalesce(list(shape), list(strides))
     if len(cshape) == 1 and cstrides[0] == 1:
         if raw == raw[:1] * itemsize:
             _driver.memset_async(idx, dst, raw[0], n * itemsize, 1, stream)

@@ -43,7 +43,7 @@ import ctypes
 import math
 
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor
+from refimpl._tensor import _STRIDES, Tensor
 from refimpl.cuda import _driver, streams
 from refimpl.cuda._pointwise import load_functions
 
@@ -430,8 +430,14 @@ def takes(*tensors) -> bool:
     one dtype, on one device."""
     first = tensors[0]
     dev = first._storage.device
-    return first.dtype in _SUFFIX and dev.type == "cuda" and all(
-        t is None or t.dtype is first.dtype and t._storage.device == dev for t in tensors)
+    if first.dtype not in _SUFFIX or dev.type != "cuda":
+        return False
+    dtype = first.dtype
+    for t in tensors:
+        if t is not None and (t.dtype is not dtype or (
+                t._storage.device is not dev and t._storage.device != dev)):
+            return False
+    return True
 
 
 def _ptr(t: Tensor | None) -> int:
@@ -440,7 +446,10 @@ def _ptr(t: Tensor | None) -> int:
 
 
 def _plain(t: Tensor | None) -> Tensor | None:
-    return t if t is None or t.is_contiguous() else t.contiguous()
+    """``t`` contiguous (the strides of a fresh tensor pass without the full check)."""
+    if t is None or t._stride == _STRIDES.get(t._shape) or t.is_contiguous():
+        return t
+    return t.contiguous()
 
 
 def _launch(name: str, like: Tensor, grid: tuple, block: tuple, fmt: str, *args) -> None:

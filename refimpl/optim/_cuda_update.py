@@ -19,8 +19,10 @@ otherwise the optimizers run their ops.
 
 from __future__ import annotations
 
+import math
+
 from refimpl import _dtype as D
-from refimpl._tensor import Tensor
+from refimpl._tensor import _STRIDES, Tensor
 from refimpl.cuda import _driver, streams
 from refimpl.cuda._pointwise import load_functions
 from refimpl.optim._cpu_update import plain_tensor, unwatched
@@ -131,12 +133,15 @@ def plain(*tensors, inside_op: bool = False) -> bool:
             return False
         if first is None:
             first = t
-            if t._storage.device.type != "cuda" or t.dtype not in _SUFFIX:
+            dev = t._storage.device
+            if dev.type != "cuda" or t.dtype not in _SUFFIX:
                 return False
-        elif t.dtype is not first.dtype or t._storage.device != first._storage.device \
-                or t._shape != first._shape:
+        elif t.dtype is not first.dtype or t._shape != first._shape or (
+                t._storage.device is not dev and t._storage.device != dev):
             return False
-        if i != 1 and not t.is_contiguous():  # the gradient may have any layout
+        # the gradient may have any layout; the others are contiguous (the strides of a
+        # fresh tensor, else the full check)
+        if i != 1 and t._stride != _STRIDES.get(t._shape) and not t.is_contiguous():
             return False
     return first is not None
 
@@ -208,9 +213,11 @@ class Updates:
     def sgd(self, p: Tensor, grad: Tensor, buf: Tensor | None, momentum: float) -> None:
         """Queue one SGD update of ``p`` (``buf``, the momentum buffer, exists already
         when ``momentum`` is not 0)."""
-        if p.numel():
-            grad = grad if grad.is_contiguous() else grad.contiguous()
-            self._queue("sgd", p, (_ptr(p), _ptr(grad), _ptr(buf), p.numel()), grad)
+        n = math.prod(p._shape)
+        if n:
+            if grad._stride != _STRIDES.get(grad._shape) and not grad.is_contiguous():
+                grad = grad.contiguous()
+            self._queue("sgd", p, (_ptr(p), _ptr(grad), _ptr(buf), n), grad)
         if momentum != 0:
             _bump(buf, 2)
         _bump(p)
@@ -227,10 +234,12 @@ class Updates:
         step = float(step_t._np)
         step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-        if p.numel():
-            grad = grad if grad.is_contiguous() else grad.contiguous()
+        n = math.prod(p._shape)
+        if n:
+            if grad._stride != _STRIDES.get(grad._shape) and not grad.is_contiguous():
+                grad = grad.contiguous()
             self._queue("adam", p, (_ptr(p), _ptr(grad), _ptr(ea), _ptr(eas), _ptr(mx),
-                                    p.numel(), bias_correction2_sqrt, -step_size), grad)
+                                    n, bias_correction2_sqrt, -step_size), grad)
         if weight_decay != 0 and decoupled:
             _bump(p)
         _bump(ea)
