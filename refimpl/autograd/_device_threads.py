@@ -105,15 +105,25 @@ def input_device(inputs: list) -> int | None:
     return None
 
 
-def may_run_here(device: int) -> bool:
-    """Whether the calling thread may run ``device``'s nodes that run only refimpl's
-    code itself, instead of handing them to the device's worker (see the module
-    docstring: nothing that could tell the threads apart is on)."""
+_MODULES = None  # the modules may_run_here reads, bound on its first call (they import us)
+
+
+def _bind_modules() -> tuple:
+    global _MODULES
     from refimpl import _dispatch
     from refimpl.autograd import saved
     from refimpl.autograd.graph_hooks import HOOKS
     from refimpl.cuda import _allocator, _device
 
+    _MODULES = (_dispatch, saved, HOOKS, _allocator, _device)
+    return _MODULES
+
+
+def may_run_here(device: int) -> bool:
+    """Whether the calling thread may run ``device``'s nodes that run only refimpl's
+    code itself, instead of handing them to the device's worker (see the module
+    docstring: nothing that could tell the threads apart is on)."""
+    _dispatch, saved, HOOKS, _allocator, _device = _MODULES or _bind_modules()
     if (_dispatch.PROFILE_LAYER is not None or _dispatch.MODE_STACK or saved.HOOKED
             or HOOKS.stack or _device.current_device() != device):
         return False

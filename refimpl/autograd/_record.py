@@ -367,12 +367,20 @@ def _layout_and_edges(op, args, scalar_edges=None):
     needs = []
     for i, a in enumerate(args):
         ta = type(a)
-        if ta in _PLAIN or isinstance(a, Tensor):
+        if ta in _PLAIN:
             rg, edge = _edge_of(a)
             layout.append(_ONE)
             edges.append(edge)
             needs.append(rg)
-        elif (ta is list or ta is tuple) and _has_tensor(a):
+            continue
+        if ta is list or ta is tuple:
+            for x in a:  # _has_tensor(a), written out: sizes and strides are ints
+                if type(x) is not int and isinstance(x, Tensor):
+                    break
+            else:
+                layout.append(_NONE)
+                needs.append(False)
+                continue
             layout.append((True, len(a)))
             flags = []
             for x in a:
@@ -383,6 +391,11 @@ def _layout_and_edges(op, args, scalar_edges=None):
                 edges.append(edge)
                 flags.append(rg)
             needs.append(any(flags))
+        elif isinstance(a, Tensor):
+            rg, edge = _edge_of(a)
+            layout.append(_ONE)
+            edges.append(edge)
+            needs.append(rg)
         elif scalar_edges and i < 2 and isinstance(a, (int, float, complex, bool)):
             layout.append(_ONE)
             edges.append(None)
@@ -473,7 +486,9 @@ def _new_node(op, edges, in_meta, cls=None) -> OpNode:
     return node
 
 
-def _save_args(node, op, args, needs, self_clone=None, info=None) -> None:
+def _save_args(node, op, args, needs, self_clone=None, info=None, layout=None) -> None:
+    """Save (or hold weakly) the tensor arguments; ``layout`` (of _layout_and_edges) tells
+    the arguments that hold no tensor, skipped without a look."""
     keep = _save_positions(op, needs, info)
     Tensor = _TENSOR or _tensor_cls()
     saved_args = list(args)
@@ -482,6 +497,8 @@ def _save_args(node, op, args, needs, self_clone=None, info=None) -> None:
     # caller when outputs are saved
     strong = 0
     for i, a in enumerate(args):
+        if layout is not None and layout[i] is _NONE:
+            continue
         ta = type(a)
         if keep is not None and i not in keep:
             if ta in _PLAIN or isinstance(a, Tensor):
@@ -551,7 +568,7 @@ def record(op, args, kwargs):
     node._layout = _compact(layout)
     node._needs = needs
     node._kwargs = kwargs
-    _save_args(node, op, args, needs, None, info)
+    _save_args(node, op, args, needs, None, info, layout)
     src = args[0] if is_view else None
     multi = is_view and not isinstance(out, Tensor)
     for i, o in enumerate(outs):
@@ -636,7 +653,7 @@ def _record_inplace(op, args, kwargs):
     node._layout = _compact(layout)
     node._needs = needs
     node._kwargs = kwargs
-    _save_args(node, op, args, needs, self_clone)
+    _save_args(node, op, args, needs, self_clone, None, layout)
     node._outs = (_WeakArg(self),)
     views.rebase_history(self, node)
     if "outputs" in op.saves:

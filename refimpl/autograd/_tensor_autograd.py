@@ -47,6 +47,16 @@ def _views():
     return _VIEWS
 
 
+_ENGINE = None  # refimpl.autograd.engine, bound on the first backward() (it imports us)
+
+
+def _engine():
+    global _ENGINE
+    from refimpl.autograd import engine as _ENGINE
+
+    return _ENGINE
+
+
 class TensorAutogradMixin:
     """Autograd state and methods of a tensor."""
 
@@ -331,8 +341,7 @@ class TensorAutogradMixin:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaves) into the leaves' ``.grad``."""
-        from refimpl.autograd import engine
-
+        engine = _ENGINE or _engine()
         if create_graph:
             engine.warn_backward_create_graph()
         engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)

@@ -18,7 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from refimpl._tensor import Tensor, contiguous_strides
-from refimpl.cuda import _driver, _host_allocator, _index, _kernels, _sync_debug, streams
+from refimpl.cuda import (
+    _allocator,
+    _driver,
+    _host_allocator,
+    _index,
+    _kernels,
+    _sync_debug,
+    streams,
+)
 
 
 def _expanded_strides(src: Tensor, shape: tuple) -> list[int]:
@@ -75,8 +83,6 @@ def _capturing(index: int) -> bool:
 
     The allocator knows whether any capture is under way; only then is the driver asked.
     """
-    from refimpl.cuda import _allocator
-
     if not _allocator.get_device_allocator(index).graph_pools.captures:
         return False
     status, _ = _driver.stream_capture_info(index, streams.current_stream_handle(index))

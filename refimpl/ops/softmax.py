@@ -70,11 +70,20 @@ def _cuda(log: bool):
     name = "log_softmax" if log else "softmax"
 
     def kernel(input, dim) -> Tensor:
-        from refimpl.cuda import _reduce_softmax
-
         d = _check(name, input, dim)
-        return _reduce_softmax.softmax(input, d if input.dim() else 0, log)
+        return (_CUDA_MODULES or _bind_cuda())[0].softmax(input, d if input.dim() else 0, log)
     return kernel
+
+
+_CUDA_MODULES = None  # (refimpl.cuda._reduce_softmax, ._softmax_backward), bound on first use
+
+
+def _bind_cuda() -> tuple:
+    global _CUDA_MODULES
+    from refimpl.cuda import _reduce_softmax, _softmax_backward
+
+    _CUDA_MODULES = (_reduce_softmax, _softmax_backward)
+    return _CUDA_MODULES
 
 
 def _fusable(y: Tensor, grad: Tensor) -> bool:
@@ -130,11 +139,11 @@ def _log_softmax_bw_cpu(grad, y, dim) -> np.ndarray:
 
 def _cuda_formula(formula, log: bool):
     def kernel(grad, y, dim) -> Tensor:
-        from refimpl.autograd.grad_mode import no_grad
-        from refimpl.cuda import _softmax_backward
-
+        _softmax_backward = (_CUDA_MODULES or _bind_cuda())[1]
         if _softmax_backward.applies(grad, y, dim):
             return _softmax_backward.backward(grad, y, log)
+        from refimpl.autograd.grad_mode import no_grad
+
         with no_grad():
             return formula(grad, y, dim).contiguous()
     return kernel
