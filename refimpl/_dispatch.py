@@ -151,7 +151,7 @@ def common_device(op: OpDef, tensors: list) -> device:
     dev = None
     for i, t in enumerate(tensors):
         d = t._storage.device
-        if dev is None or dev == d:
+        if dev is None or d is dev or dev == d:
             dev = d
             continue
         if d.type == "cpu" and t.dim() == 0:
@@ -192,8 +192,8 @@ def _shared_device(args: tuple) -> device | None:
         elif ta is int or ta is float or a is None:
             continue
         elif ta is list or ta is tuple:
-            for x in a:  # sizes, strides, dims
-                if type(x) is not int:
+            for x in a:  # sizes, strides, dims, output masks
+                if type(x) is not int and isinstance(x, Tensor):
                     return None
         elif isinstance(a, Tensor):
             return None

@@ -79,10 +79,12 @@ def _threshold_backward_cpu(grad_output, self, threshold):
 
 
 def _threshold_backward_cuda(grad_output, self, threshold):
-    spec = _pair_meta(grad_output, self)
+    # one shape (relu's backward): nothing to broadcast, and the kernel checks the devices
+    shape = grad_output._shape if grad_output._shape == self._shape else \
+        _pair_meta(grad_output, self).shape
     return run_cuda("b <= thr ? Cvt<decltype(a)>::f(0) : a", (grad_output, self),
                     grad_output.dtype, (grad_output.dtype, self.dtype),
-                    {"thr": (threshold, self.dtype)}, spec.shape, None, "threshold_backward")
+                    {"thr": (threshold, self.dtype)}, shape, None, "threshold_backward")
 
 
 def _threshold_backward_backward(ctx, gg):

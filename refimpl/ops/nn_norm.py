@@ -11,10 +11,12 @@ updated in place without recording autograd history, with the unbiased batch var
 
 from __future__ import annotations
 
+import math
+
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._state import FW
-from refimpl._tensor import Tensor
+from refimpl._tensor import _STRIDES, Tensor
 from refimpl.cuda import _norm_kernels
 from refimpl.ops._pointwise_cuda import run_cuda
 from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
@@ -63,7 +65,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     ``momentum``, the variance unbiased), else with the running statistics (spec NNF-050)."""
     ndim = len(input._shape)
     c = input._shape[1] if ndim > 1 else 0
-    numel = input.numel()
+    numel = math.prod(input._shape)
     if training:
         size = numel // c if c else 0
         if size == 1:
@@ -74,19 +76,17 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise RuntimeError(f"{which} must be defined in evaluation mode")
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
-        if t is not None and t.numel() != c:
+        if t is not None and math.prod(t._shape) != c:
             raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
     _check_floating(input, "batch_norm")
-    if (running_mean is not None and running_mean.requires_grad
-            or running_var is not None and running_var.requires_grad):
+    if _requires_grad(running_mean) or _requires_grad(running_var):
         for name, t in (("running_mean", running_mean), ("running_var", running_var)):
             _not_differentiable("native_batch_norm", name, t)
     if numel == 0:
         return input.clone()
     if use_fused(input, weight, bias):
         dev = input.device
-        if (running_mean is None or running_mean.device == dev) and (
-                running_var is None or running_var.device == dev):
+        if _on(running_mean, dev) and _on(running_var, dev):
             return _batch_norm_fused(input, running_mean, running_var, weight, bias,
                                      training, momentum, eps)
     dims = [d for d in range(ndim) if d != 1]
@@ -102,6 +102,21 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
     out = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
     return _affine(out, weight, bias, shape).to(input.dtype)
+
+
+def _requires_grad(t: Tensor | None) -> bool:
+    """``t.requires_grad`` (False for None), from the fields when ``t`` is not a view."""
+    if t is None:
+        return False
+    return t._rg or t._gfn is not None if t._view_meta is None else t.requires_grad
+
+
+def _on(t: Tensor | None, dev) -> bool:
+    """Whether ``t`` is None or on ``dev`` (tensors of one device mostly share its object)."""
+    if t is None:
+        return True
+    d = t.device  # (a fake tensor's device is not its storage's)
+    return d is dev or d == dev
 
 
 def _batch_norm_fused(input, running_mean, running_var, weight, bias, training: bool,
@@ -130,9 +145,11 @@ def _op_takes_running(input, running_mean, running_var) -> bool:
         return False
     dev, dt = input._storage.device, input.dtype
     for t in (running_mean, running_var):
-        if (type(t) is not Tensor or t.dtype is not dt or t._storage.device != dev
+        if (type(t) is not Tensor or t.dtype is not dt
+                or (t._storage.device is not dev and t._storage.device != dev)
                 or t._rg or t._gfn is not None or t._is_inference
-                or t._conj_bit or t._neg_bit or not t.is_contiguous()):
+                or t._conj_bit or t._neg_bit
+                or (t._stride != _STRIDES.get(t._shape) and not t.is_contiguous())):
             return False
     return True
 
