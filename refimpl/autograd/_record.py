@@ -331,7 +331,11 @@ def _edge_of(a):
 
 
 def _layout_and_edges(op, args, scalar_edges=None):
-    """Per positional arg: (is_list, number of gradient slots); and the flat edges."""
+    """(layout, edges, needs): the flat edges, whether each argument requires grad, and the
+    layout, per positional argument (is_list, number of gradient slots). The layout comes
+    compact, as an int ``k``, when the arguments are ``k`` single tensors followed only by
+    arguments without a gradient (the usual signature): the formula's first ``k`` results
+    are the gradients, and no other argument holds a tensor."""
     Tensor = _TENSOR or _tensor_cls()
     if scalar_edges is None:
         scalar_edges = _op_info(op)[1]
@@ -345,12 +349,12 @@ def _layout_and_edges(op, args, scalar_edges=None):
             if ta in _PLAIN:
                 ra, ea = _edge_of(a)
                 rb, eb = _edge_of(b)
-                return _TWO, (ea, eb), (ra, rb)
+                return 2, (ea, eb), (ra, rb)
             if ta is float or ta is int:
                 ra, ea = _edge_of(a)
                 if scalar_edges:
-                    return _TWO, (ea, None), (ra, False)
-                return _ONE_NONE, (ea,), (ra, False)
+                    return 2, (ea, None), (ra, False)
+                return 1, (ea,), (ra, False)
     if n > 2 and not scalar_edges and type(args[0]) in _PLAIN:
         # a tensor and then only ints (view, reshape, permute, transpose, narrow, ...)
         for x in args[1:]:
@@ -360,8 +364,8 @@ def _layout_and_edges(op, args, scalar_edges=None):
             ra, ea = _edge_of(args[0])
             rest = _INT_TAILS.get(n)
             if rest is None:
-                rest = _INT_TAILS[n] = ((_ONE, *[_NONE] * (n - 1)), (False,) * (n - 1))
-            return rest[0], (ea,), (ra, *rest[1])
+                rest = _INT_TAILS[n] = (False,) * (n - 1)
+            return 1, (ea,), (ra, *rest)
     layout = []
     edges = []
     needs = []
@@ -403,7 +407,13 @@ def _layout_and_edges(op, args, scalar_edges=None):
         else:
             layout.append(_NONE)
             needs.append(False)
-    return tuple(layout), tuple(edges), tuple(needs)
+    k = 0
+    while k < n and layout[k] is _ONE:
+        k += 1
+    for entry in layout[k:]:
+        if entry is not _NONE:
+            return tuple(layout), tuple(edges), tuple(needs)
+    return k, tuple(edges), tuple(needs)
 
 
 def _has_tensor(seq) -> bool:
@@ -418,27 +428,7 @@ def _has_tensor(seq) -> bool:
 
 _ONE = (False, 1)
 _NONE = (False, 0)
-# layout -> its compact form (see _compact); a node keeps the compact form in _layout
-_COMPACT: dict = {}
-
-
-def _compact(layout: tuple):
-    """``k`` when ``layout`` is ``k`` single tensors followed only by arguments without a
-    gradient (the usual signature: the formula's first ``k`` results are the gradients),
-    else ``layout`` itself, for ``OpNode._flatten``."""
-    compact = _COMPACT.get(layout)
-    if compact is None:
-        k = 0
-        while k < len(layout) and layout[k] == _ONE:
-            k += 1
-        compact = k if all(entry == _NONE for entry in layout[k:]) else layout
-        if len(_COMPACT) < 4096:
-            _COMPACT[layout] = compact
-    return compact
-
-_TWO = (_ONE, _ONE)
-_ONE_NONE = (_ONE, _NONE)
-_INT_TAILS: dict = {}  # argument count -> (layout, needs of the ints) of tensor-then-ints
+_INT_TAILS: dict = {}  # argument count -> the needs of the ints of tensor-then-ints
 # id(op) -> (op, scalar_edges, save rule or None, node class)
 _OP_INFO: dict = {}
 
@@ -496,8 +486,12 @@ def _save_args(node, op, args, needs, self_clone=None, info=None, layout=None) -
     # bit 1 of _strong: an argument is saved (not just weakly held); bit 2 is set by the
     # caller when outputs are saved
     strong = 0
-    for i, a in enumerate(args):
-        if layout is not None and layout[i] is _NONE:
+    if type(layout) is int:
+        args_seen = args[:layout]  # only the first ``layout`` arguments hold tensors
+    else:
+        args_seen = args
+    for i, a in enumerate(args_seen):
+        if layout is not None and type(layout) is not int and layout[i] is _NONE:
             continue
         ta = type(a)
         if keep is not None and i not in keep:
@@ -565,7 +559,7 @@ def record(op, args, kwargs):
         in_meta = tuple(metas)
     diff = op.diff_outputs
     node = _new_node(op, edges, in_meta, info[3])
-    node._layout = _compact(layout)
+    node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
     _save_args(node, op, args, needs, None, info, layout)
@@ -650,7 +644,7 @@ def _record_inplace(op, args, kwargs):
         self_clone = clone(self)
     out = below_autograd(op, args, kwargs)
     node = _new_node(op, edges, ((self._shape, self.dtype, self.device),))
-    node._layout = _compact(layout)
+    node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
     _save_args(node, op, args, needs, self_clone, None, layout)

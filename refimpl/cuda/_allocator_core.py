@@ -119,10 +119,10 @@ class CachingAllocator:
             if (self._events or self._after_capture) and not captures:
                 self._process_events(context)
             config = self.config
-            if size < K_MIN_BLOCK_SIZE or config.roundup_enabled:
+            if config.roundup_enabled:
                 rounded = self.round_size(size)
-            else:
-                rounded = (size + 511) & -512  # K_MIN_BLOCK_SIZE
+            else:  # a multiple of K_MIN_BLOCK_SIZE (512), at least one
+                rounded = ((size + 511) & -512) or 512
             pool = self.small_pool if rounded <= K_SMALL_SIZE else self.large_pool
             if captures:
                 pool = self.graph_pools.pool_for(rounded, stream) or pool
