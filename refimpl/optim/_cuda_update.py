@@ -219,8 +219,8 @@ class Updates:
                 grad = grad.contiguous()
             self._queue("sgd", p, (_ptr(p), _ptr(grad), _ptr(buf), n), grad)
         if momentum != 0:
-            _bump(buf, 2)
-        _bump(p)
+            buf._version_counter.version += 2
+        p._version_counter.version += 1
 
     def adam(self, p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float,
              beta2: float, weight_decay: float, decoupled: bool, amsgrad: bool) -> None:
@@ -240,13 +240,12 @@ class Updates:
                 grad = grad.contiguous()
             self._queue("adam", p, (_ptr(p), _ptr(grad), _ptr(ea), _ptr(eas), _ptr(mx),
                                     n, bias_correction2_sqrt, -step_size), grad)
-        if weight_decay != 0 and decoupled:
-            _bump(p)
-        _bump(ea)
-        _bump(eas, 2)
+        # the versions the ops would bump (written out: this runs per parameter)
+        p._version_counter.version += 2 if weight_decay != 0 and decoupled else 1
+        ea._version_counter.version += 1
+        eas._version_counter.version += 2
         if amsgrad:
-            _bump(mx)
-        _bump(p)
+            mx._version_counter.version += 1
 
     def launch_sgd(self, lr: float, momentum: float, dampening: float, weight_decay: float,
                    nesterov: bool, maximize: bool) -> None:
