@@ -499,3 +499,16 @@ def test_import_does_not_touch_driver():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, check=False)
     assert proc.returncode == 0
+
+
+def test_stream_wrappers_of_one_stream_are_equal_and_hash_alike():
+    # the engine keeps leaf streams in a set: equal wrappers must hash alike, and a
+    # stream of another device with the same handle is another stream
+    from refimpl.cuda.streams import Stream
+
+    a = Stream(stream_id=5, device_index=0, device_type=1)
+    b = Stream(stream_id=5, device_index=0, device_type=1)
+    other = Stream(stream_id=5, device_index=1, device_type=1)
+    assert a == b and hash(a) == hash(b)
+    assert a != other
+    assert len({a, b, other}) == 2
