@@ -227,15 +227,13 @@ def _dense_in_order(shape: tuple, strides: list) -> tuple:
 
 
 def _tensors(args, kwargs) -> list:
-    global _TENSORS_IN, _STRIDES
+    global _TENSORS_IN
     if _TENSORS_IN is None:
         from refimpl._dispatch import tensors_in as _TENSORS_IN
-        from refimpl._tensor import _STRIDES
     return _TENSORS_IN(args, kwargs)
 
 
 _TENSORS_IN = None  # refimpl._dispatch.tensors_in, bound on first use (it imports this module)
-_STRIDES: dict = {}  # refimpl._tensor's contiguous strides by shape, bound with _TENSORS_IN
 
 
 def pointwise_layout(shape, args: tuple, kwargs: dict) -> tuple | None:
@@ -244,8 +242,7 @@ def pointwise_layout(shape, args: tuple, kwargs: dict) -> tuple | None:
     output's (None: the inputs' broadcast shape)."""
     tensors = _tensors(args, kwargs)
     for t in tensors:
-        # (the strides a fresh tensor gets pass without the full check)
-        if len(t._shape) > 1 and t._stride != _STRIDES.get(t._shape) and not t.is_contiguous():
+        if len(t._shape) > 1 and not t.is_contiguous():
             break
     else:
         return None

@@ -378,7 +378,7 @@ def _layout_and_edges(op, args, scalar_edges=None):
             needs.append(rg)
             continue
         if ta is list or ta is tuple:
-            for x in a:  # _has_tensor(a), written out: sizes and strides are ints
+            for x in a:  # a tensor among them? (sizes and strides are ints)
                 if type(x) is not int and isinstance(x, Tensor):
                     break
             else:
@@ -414,16 +414,6 @@ def _layout_and_edges(op, args, scalar_edges=None):
         if entry is not _NONE:
             return tuple(layout), tuple(edges), tuple(needs)
     return k, tuple(edges), tuple(needs)
-
-
-def _has_tensor(seq) -> bool:
-    """Whether a list or tuple argument holds a tensor (a plain loop: sizes, strides and
-    dims, the common case, are ints, told apart without an isinstance call each)."""
-    Tensor = _TENSOR or _tensor_cls()
-    for x in seq:
-        if type(x) is not int and isinstance(x, Tensor):
-            return True
-    return False
 
 
 _ONE = (False, 1)
@@ -476,9 +466,10 @@ def _new_node(op, edges, in_meta, cls=None) -> OpNode:
     return node
 
 
-def _save_args(node, op, args, needs, self_clone=None, info=None, layout=None) -> None:
-    """Save (or hold weakly) the tensor arguments; ``layout`` (of _layout_and_edges) tells
-    the arguments that hold no tensor, skipped without a look."""
+def _save_args(node, op, args, needs, layout, self_clone=None, info=None) -> None:
+    """Save (or hold weakly) the tensor arguments. ``layout`` (of _layout_and_edges) tells
+    where they are: the first ``layout`` arguments when it is an int, else the entries
+    that are not ``_NONE`` (a list entry is a list holding tensors)."""
     keep = _save_positions(op, needs, info)
     Tensor = _TENSOR or _tensor_cls()
     saved_args = list(args)
@@ -486,12 +477,9 @@ def _save_args(node, op, args, needs, self_clone=None, info=None, layout=None) -
     # bit 1 of _strong: an argument is saved (not just weakly held); bit 2 is set by the
     # caller when outputs are saved
     strong = 0
-    if type(layout) is int:
-        args_seen = args[:layout]  # only the first ``layout`` arguments hold tensors
-    else:
-        args_seen = args
-    for i, a in enumerate(args_seen):
-        if layout is not None and type(layout) is not int and layout[i] is _NONE:
+    compact = type(layout) is int
+    for i, a in enumerate(args[:layout] if compact else args):
+        if not compact and layout[i] is _NONE:
             continue
         ta = type(a)
         if keep is not None and i not in keep:
@@ -504,17 +492,14 @@ def _save_args(node, op, args, needs, self_clone=None, info=None, layout=None) -
             saved_args[i] = SavedVariable(src)
             saved_at.append(i)
             strong = 1
-        elif (ta is list or ta is tuple) and _has_tensor(a):
+        elif ta is list or ta is tuple:  # (the layout says it holds a tensor)
             seq = list(a)
-            touched = False
             for j, x in enumerate(seq):
                 if isinstance(x, Tensor):
                     seq[j] = SavedVariable(x)
                     saved_at.append((i, j))
-                    touched = True
-            if touched:
-                saved_args[i] = seq
-                strong = 1
+            saved_args[i] = seq
+            strong = 1
     node._args = tuple(saved_args)
     node._saved_at = tuple(saved_at)
     node._strong = strong
@@ -562,7 +547,7 @@ def record(op, args, kwargs):
     node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
-    _save_args(node, op, args, needs, None, info, layout)
+    _save_args(node, op, args, needs, layout, None, info)
     src = args[0] if is_view else None
     multi = is_view and not isinstance(out, Tensor)
     for i, o in enumerate(outs):
@@ -647,7 +632,7 @@ def _record_inplace(op, args, kwargs):
     node._layout = layout
     node._needs = needs
     node._kwargs = kwargs
-    _save_args(node, op, args, needs, self_clone, None, layout)
+    _save_args(node, op, args, needs, layout, self_clone)
     node._outs = (_WeakArg(self),)
     views.rebase_history(self, node)
     if "outputs" in op.saves:

@@ -477,10 +477,8 @@ def _dense_strides(t):
 
 
 def _obeys_layout(grad, variable) -> bool:
-    if _DISPATCH is None:
-        _bind()
-    if grad._stride == variable._stride and variable._stride == _STRIDES.get(variable._shape):
-        return True  # the usual case: both laid out as a fresh contiguous tensor
+    if grad._stride == variable._stride and variable.is_contiguous():
+        return True  # the usual case: both contiguous, without sorting the strides
     strides = _dense_strides(variable)
     if strides is not None:
         return all(n == 1 or a == b for a, b, n in zip(grad._stride, strides, grad._shape))
@@ -525,13 +523,11 @@ def _plain_unwatched(grad) -> bool:
 
 _DISPATCH = None  # refimpl._dispatch, bound on first use (it imports the autograd layer)
 _PLAIN: frozenset = frozenset()
-_STRIDES: dict = {}  # refimpl._tensor's cache of contiguous strides, bound with _DISPATCH
 
 
 def _bind() -> None:
-    global _DISPATCH, _PLAIN, _STRIDES
+    global _DISPATCH, _PLAIN
     from refimpl import _dispatch as _DISPATCH
-    from refimpl._tensor import _STRIDES
     from refimpl._tensor import PLAIN as _PLAIN
 
 

@@ -43,7 +43,7 @@ import ctypes
 import math
 
 from refimpl import _dtype as D
-from refimpl._tensor import _STRIDES, Tensor
+from refimpl._tensor import Tensor
 from refimpl.cuda import _driver, streams
 from refimpl.cuda._pointwise import load_functions
 
@@ -446,10 +446,7 @@ def _ptr(t: Tensor | None) -> int:
 
 
 def _plain(t: Tensor | None) -> Tensor | None:
-    """``t`` contiguous (the strides of a fresh tensor pass without the full check)."""
-    if t is None or t._stride == _STRIDES.get(t._shape) or t.is_contiguous():
-        return t
-    return t.contiguous()
+    return t if t is None or t.is_contiguous() else t.contiguous()
 
 
 def _launch(name: str, like: Tensor, grid: tuple, block: tuple, fmt: str, *args) -> None:

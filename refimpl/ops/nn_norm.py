@@ -16,7 +16,7 @@ import math
 from refimpl import _dtype as D
 from refimpl._autocast import composite
 from refimpl._state import FW
-from refimpl._tensor import _STRIDES, Tensor
+from refimpl._tensor import Tensor
 from refimpl.cuda import _norm_kernels
 from refimpl.ops._pointwise_cuda import run_cuda
 from refimpl.ops.nn_layer_norm_kernel import layer_norm_fused
@@ -149,7 +149,7 @@ def _op_takes_running(input, running_mean, running_var) -> bool:
                 or (t._storage.device is not dev and t._storage.device != dev)
                 or t._rg or t._gfn is not None or t._is_inference
                 or t._conj_bit or t._neg_bit
-                or (t._stride != _STRIDES.get(t._shape) and not t.is_contiguous())):
+                or not t.is_contiguous()):
             return False
     return True
 

@@ -263,10 +263,8 @@ def use_fused(input: Tensor, weight, bias) -> bool:
     kind = dev.type
     return ((dt is D.float32 or dt is D.float64) and (kind == "cpu" or kind == "cuda")
             and len(input._shape) >= 2
-            and (weight is None or weight.dtype is dt and (weight.device is dev
-                                                           or weight.device == dev))
-            and (bias is None or bias.dtype is dt and (bias.device is dev
-                                                       or bias.device == dev)))
+            and (weight is None or weight.dtype is dt and weight.device == dev)
+            and (bias is None or bias.dtype is dt and bias.device == dev))
 
 
 __all__: list[str] = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from refimpl import _dtype as D
-from refimpl._tensor import _STRIDES, Tensor
+from refimpl._tensor import Tensor
 from refimpl.cuda import _driver, streams
 from refimpl.cuda._pointwise import load_functions
 from refimpl.optim._cpu_update import plain_tensor, unwatched
@@ -139,9 +139,7 @@ def plain(*tensors, inside_op: bool = False) -> bool:
         elif t.dtype is not first.dtype or t._shape != first._shape or (
                 t._storage.device is not dev and t._storage.device != dev):
             return False
-        # the gradient may have any layout; the others are contiguous (the strides of a
-        # fresh tensor, else the full check)
-        if i != 1 and t._stride != _STRIDES.get(t._shape) and not t.is_contiguous():
+        if i != 1 and not t.is_contiguous():  # the gradient may have any layout
             return False
     return first is not None
 
@@ -215,8 +213,7 @@ class Updates:
         when ``momentum`` is not 0)."""
         n = math.prod(p._shape)
         if n:
-            if grad._stride != _STRIDES.get(grad._shape) and not grad.is_contiguous():
-                grad = grad.contiguous()
+            grad = grad if grad.is_contiguous() else grad.contiguous()
             self._queue("sgd", p, (_ptr(p), _ptr(grad), _ptr(buf), n), grad)
         if momentum != 0:
             buf._version_counter.version += 2
@@ -236,8 +233,7 @@ class Updates:
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
         n = math.prod(p._shape)
         if n:
-            if grad._stride != _STRIDES.get(grad._shape) and not grad.is_contiguous():
-                grad = grad.contiguous()
+            grad = grad if grad.is_contiguous() else grad.contiguous()
             self._queue("adam", p, (_ptr(p), _ptr(grad), _ptr(ea), _ptr(eas), _ptr(mx),
                                     n, bias_correction2_sqrt, -step_size), grad)
         # the versions the ops would bump (written out: this runs per parameter)
